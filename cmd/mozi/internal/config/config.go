@@ -1,0 +1,455 @@
+// Package config loads mozi's configuration: one YAML file (unknown keys
+// are errors, reported with file, line and key) plus environment overrides
+// for everything secret or deployment-specific. Secrets are held in the
+// Secret type, which never prints its value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/moziplus/mozi/spawner"
+)
+
+// Environment variables that override the file.
+const (
+	EnvConfig        = "MOZI_CONFIG"
+	EnvDatabaseURL   = "MOZI_DATABASE_URL"
+	EnvListen        = "MOZI_LISTEN"
+	EnvGiteaURL      = "MOZI_GITEA_URL"
+	EnvGiteaToken    = "MOZI_GITEA_TOKEN"
+	EnvWebhookSecret = "MOZI_WEBHOOK_SECRET"
+	EnvDataDir       = "MOZI_DATA_DIR"
+	EnvLogLevel      = "MOZI_LOG_LEVEL"
+)
+
+// DefaultFile is read from the working directory when no file is named.
+const DefaultFile = "mozi.yaml"
+
+// Config is the whole configuration. Zero values mean "default"; Load fills
+// the defaults in.
+type Config struct {
+	// Listen is the HTTP address for webhooks, metrics and health
+	// (default 127.0.0.1:8080; env MOZI_LISTEN).
+	Listen string `yaml:"listen"`
+	// DataDir holds the embedded PostgreSQL and agent logs (default
+	// $XDG_STATE_HOME/mozi; env MOZI_DATA_DIR; flag --data-dir).
+	DataDir   string    `yaml:"data_dir"`
+	Database  Database  `yaml:"database"`
+	Gitea     Gitea     `yaml:"gitea"`
+	Webhook   Webhook   `yaml:"webhook"`
+	Templates Templates `yaml:"templates"`
+	Log       Log       `yaml:"log"`
+	Agents    []Agent   `yaml:"agents"`
+
+	// Source is the file the configuration came from ("" for defaults).
+	Source string `yaml:"-"`
+	pos    positions
+}
+
+// Database configures PostgreSQL.
+type Database struct {
+	// URL of the server (env MOZI_DATABASE_URL). Empty: mozi starts its
+	// embedded PostgreSQL.
+	URL Secret `yaml:"url"`
+	// MaxConns caps the connection pool (default 16).
+	MaxConns int32 `yaml:"max_conns"`
+}
+
+// Gitea configures access to the Gitea API.
+type Gitea struct {
+	// URL is Gitea's base URL, e.g. http://gitea:3000 (env MOZI_GITEA_URL).
+	URL string `yaml:"url"`
+	// Token is mozi's own API token (env MOZI_GITEA_TOKEN).
+	Token Secret `yaml:"token"`
+	// BotUser is mozi's own Gitea login; its comments never trigger work
+	// (default mozi).
+	BotUser string `yaml:"bot_user"`
+	// Timeout bounds each API request (default 15s).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Webhook configures the intake endpoint.
+type Webhook struct {
+	// Secrets verify X-Gitea-Signature; several allow rotation (env
+	// MOZI_WEBHOOK_SECRET replaces the list with one secret).
+	Secrets []Secret `yaml:"secrets"`
+	// MaxBodyBytes rejects larger deliveries with 413 (default 10 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Templates selects the toolchain templates.
+type Templates struct {
+	// Locale of the embedded default set: en or zh (default en).
+	Locale string `yaml:"locale"`
+	// Override is a YAML file merged over the default set (optional).
+	Override string `yaml:"override"`
+}
+
+// Log configures mozi's own logging.
+type Log struct {
+	// Level is debug, info, warn or error (default info; env MOZI_LOG_LEVEL).
+	Level string `yaml:"level"`
+	// Format is text or json (default text).
+	Format string `yaml:"format"`
+}
+
+// Agent declares one agent: a Gitea user that mozi spawns a CLI for.
+type Agent struct {
+	// Login is the agent's Gitea user name (required, unique).
+	Login string `yaml:"login"`
+	// Preset names a known CLI (claude-code, codex, aider, opencode, goose,
+	// openclaw, shell); exactly one of Preset and Command is set.
+	Preset string `yaml:"preset"`
+	// Command is the agent's own argv; {prompt_file} and {prompt} are
+	// filled per run, else the prompt goes to stdin.
+	Command []string `yaml:"command"`
+	// Script is the shell script of the shell preset.
+	Script string `yaml:"script"`
+	// Workdir is where the agent runs (required; relative to the file).
+	Workdir string `yaml:"workdir"`
+	// MaxConcurrency caps the agent's simultaneous runs (default 1).
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// TokenEnv names the environment variable holding the agent's own
+	// Gitea token; mozi passes it to the agent, never anything else.
+	TokenEnv string `yaml:"token_env"`
+	// RoleFiles are the agent's identity/soul files (L1 of the prompt).
+	RoleFiles []string `yaml:"role_files"`
+	// Skills are listed in L3 of the prompt.
+	Skills []string `yaml:"skills"`
+	// Lead marks the agent that receives round reviews (at most one).
+	Lead bool `yaml:"lead"`
+	// Infra marks the agent that receives deploy and infrastructure
+	// failures (at most one).
+	Infra bool `yaml:"infra"`
+	// Disabled agents are known (their mentions are not loops) but never
+	// spawned.
+	Disabled bool `yaml:"disabled"`
+	// Timeout is the wall-clock limit of one run (default 30m).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Load reads the configuration. path is the --config flag; when empty,
+// $MOZI_CONFIG, then ./mozi.yaml if it exists, else built-in defaults.
+// Environment overrides are applied last, then everything is validated.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	if path == "" {
+		path = getenv(EnvConfig)
+	}
+	if path == "" {
+		if _, err := os.Stat(DefaultFile); err == nil {
+			path = DefaultFile
+		}
+	}
+	cfg := &Config{pos: positions{}}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: config file not found", path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if err := cfg.parse(path, data); err != nil {
+			return nil, err
+		}
+	}
+	cfg.applyEnv(getenv)
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Parse reads a configuration from memory (for tests and `mozi doctor`),
+// naming it source in errors. No environment is applied.
+func Parse(source string, data []byte) (*Config, error) {
+	cfg := &Config{pos: positions{}}
+	if err := cfg.parse(source, data); err != nil {
+		return nil, err
+	}
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (c *Config) parse(source string, data []byte) error {
+	c.Source = source
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s", yamlSyntaxError(source, err))
+	}
+	if len(doc.Content) == 0 {
+		return nil // an empty file is the defaults
+	}
+	if err := checkNode(doc.Content[0], reflect.TypeOf(*c), "", c.pos); err != nil {
+		var le *lineError
+		if errors.As(err, &le) {
+			return fmt.Errorf("%s:%d: %s", source, le.line, le.msg)
+		}
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	if err := doc.Content[0].Decode(c); err != nil {
+		return fmt.Errorf("%s", yamlSyntaxError(source, err))
+	}
+	// Paths in the file are relative to the file, not to mozi's cwd.
+	base := filepath.Dir(source)
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		a.Workdir = resolvePath(base, a.Workdir)
+		for j, f := range a.RoleFiles {
+			a.RoleFiles[j] = resolvePath(base, f)
+		}
+	}
+	c.Templates.Override = resolvePath(base, c.Templates.Override)
+	c.DataDir = resolvePath(base, c.DataDir)
+	return nil
+}
+
+// yamlSyntaxError turns "yaml: line 3: mapping values are not allowed" into
+// "mozi.yaml:3: mapping values are not allowed".
+var yamlLineRE = regexp.MustCompile(`^yaml: (?:unmarshal errors:\s*)?line (\d+): (.*)$`)
+
+func yamlSyntaxError(source string, err error) string {
+	msg := strings.TrimSpace(err.Error())
+	if m := yamlLineRE.FindStringSubmatch(strings.SplitN(msg, "\n", 2)[0]); m != nil {
+		return fmt.Sprintf("%s:%s: %s", source, m[1], m[2])
+	}
+	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "yaml: "), "\n", " ")
+	return fmt.Sprintf("%s: %s", source, msg)
+}
+
+func resolvePath(base, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	return filepath.Join(base, p)
+}
+
+func (c *Config) applyEnv(getenv func(string) string) {
+	if v := getenv(EnvDatabaseURL); v != "" {
+		c.Database.URL = Secret(v)
+	}
+	if v := getenv(EnvListen); v != "" {
+		c.Listen = v
+	}
+	if v := getenv(EnvGiteaURL); v != "" {
+		c.Gitea.URL = v
+	}
+	if v := getenv(EnvGiteaToken); v != "" {
+		c.Gitea.Token = Secret(v)
+	}
+	if v := getenv(EnvWebhookSecret); v != "" {
+		c.Webhook.Secrets = []Secret{Secret(v)}
+	}
+	if v := getenv(EnvDataDir); v != "" {
+		c.DataDir = v
+	}
+	if v := getenv(EnvLogLevel); v != "" {
+		c.Log.Level = v
+	}
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Database.MaxConns == 0 {
+		c.Database.MaxConns = 16
+	}
+	if c.Gitea.BotUser == "" {
+		c.Gitea.BotUser = "mozi"
+	}
+	if c.Gitea.Timeout == 0 {
+		c.Gitea.Timeout = 15 * time.Second
+	}
+	if c.Webhook.MaxBodyBytes == 0 {
+		c.Webhook.MaxBodyBytes = 10 << 20
+	}
+	if c.Templates.Locale == "" {
+		c.Templates.Locale = "en"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.MaxConcurrency == 0 {
+			a.MaxConcurrency = 1
+		}
+		if a.Timeout == 0 {
+			a.Timeout = 30 * time.Minute
+		}
+	}
+}
+
+var (
+	loginRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// fail reports a validation error at the line of key (or of its closest
+// ancestor that has a line).
+func (c *Config) fail(key, format string, args ...any) error {
+	msg := key + ": " + fmt.Sprintf(format, args...)
+	if c.Source == "" {
+		return fmt.Errorf("configuration: %s", msg)
+	}
+	for k := key; k != ""; k = parentKey(k) {
+		if line, ok := c.pos[k]; ok {
+			return fmt.Errorf("%s:%d: %s", c.Source, line, msg)
+		}
+	}
+	return fmt.Errorf("%s: %s", c.Source, msg)
+}
+
+func parentKey(k string) string {
+	if i := strings.LastIndexAny(k, ".["); i > 0 {
+		return k[:i]
+	}
+	return ""
+}
+
+func (c *Config) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return c.fail("listen", "%q is not host:port", c.Listen)
+	}
+	if c.Database.MaxConns < 2 {
+		return c.fail("database.max_conns", "must be at least 2, got %d", c.Database.MaxConns)
+	}
+	if c.Gitea.URL != "" {
+		u, err := url.Parse(c.Gitea.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c.fail("gitea.url", "%q is not an http(s) URL", c.Gitea.URL)
+		}
+	}
+	if !loginRE.MatchString(c.Gitea.BotUser) {
+		return c.fail("gitea.bot_user", "%q is not a Gitea login", c.Gitea.BotUser)
+	}
+	if c.Gitea.Timeout < 0 {
+		return c.fail("gitea.timeout", "must be positive")
+	}
+	for i, s := range c.Webhook.Secrets {
+		if s == "" {
+			return c.fail(fmt.Sprintf("webhook.secrets[%d]", i), "is empty")
+		}
+	}
+	if c.Webhook.MaxBodyBytes < 1024 {
+		return c.fail("webhook.max_body_bytes", "must be at least 1024, got %d", c.Webhook.MaxBodyBytes)
+	}
+	if !slices.Contains([]string{"en", "zh"}, c.Templates.Locale) {
+		return c.fail("templates.locale", "unknown locale %q (want en or zh)", c.Templates.Locale)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		return c.fail("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
+		return c.fail("log.format", "unknown format %q (want text or json)", c.Log.Format)
+	}
+	return c.validateAgents()
+}
+
+func (c *Config) validateAgents() error {
+	seen := map[string]int{}
+	var lead, infra string
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		switch {
+		case a.Login == "":
+			return c.fail(key+".login", "is required")
+		case !loginRE.MatchString(a.Login):
+			return c.fail(key+".login", "%q is not a Gitea login", a.Login)
+		}
+		if j, dup := seen[strings.ToLower(a.Login)]; dup {
+			return c.fail(key+".login", "%q is already declared by agents[%d]", a.Login, j)
+		}
+		seen[strings.ToLower(a.Login)] = i
+		if strings.EqualFold(a.Login, c.Gitea.BotUser) {
+			return c.fail(key+".login", "%q is mozi's own bot user (gitea.bot_user)", a.Login)
+		}
+		switch {
+		case a.Preset == "" && len(a.Command) == 0:
+			return c.fail(key, "agent %s needs a preset or a command", a.Login)
+		case a.Preset != "" && len(a.Command) > 0:
+			return c.fail(key+".command", "agent %s has both a preset and a command: keep one", a.Login)
+		case len(a.Command) > 0 && strings.TrimSpace(a.Command[0]) == "":
+			return c.fail(key+".command", "the program (first element) is empty")
+		}
+		if a.Preset != "" {
+			if _, ok := spawner.LookupPreset(a.Preset); !ok {
+				return c.fail(key+".preset", "unknown preset %q (want one of %s)", a.Preset,
+					strings.Join(spawner.PresetNames(), ", "))
+			}
+		}
+		if a.Preset == "shell" && a.Script == "" {
+			return c.fail(key+".script", "the shell preset needs a script")
+		}
+		if a.Script != "" && a.Preset != "shell" {
+			return c.fail(key+".script", "script is only used by the shell preset")
+		}
+		if a.Workdir == "" {
+			return c.fail(key+".workdir", "agent %s needs a working directory", a.Login)
+		}
+		if a.MaxConcurrency < 1 || a.MaxConcurrency > 256 {
+			return c.fail(key+".max_concurrency", "must be between 1 and 256, got %d", a.MaxConcurrency)
+		}
+		if a.TokenEnv != "" && !envVarRE.MatchString(a.TokenEnv) {
+			return c.fail(key+".token_env", "%q is not an environment variable name", a.TokenEnv)
+		}
+		if a.Timeout < 0 {
+			return c.fail(key+".timeout", "must be positive")
+		}
+		for j, f := range a.RoleFiles {
+			if f == "" {
+				return c.fail(fmt.Sprintf("%s.role_files[%d]", key, j), "is empty")
+			}
+		}
+		if a.Lead {
+			if lead != "" {
+				return c.fail(key+".lead", "both %s and %s are lead: at most one agent leads", lead, a.Login)
+			}
+			lead = a.Login
+		}
+		if a.Infra {
+			if infra != "" {
+				return c.fail(key+".infra", "both %s and %s are infra: at most one agent handles infrastructure", infra, a.Login)
+			}
+			infra = a.Login
+		}
+	}
+	return nil
+}
+
+// Agent returns the declared agent with the given login (case-insensitive,
+// as Gitea logins are).
+func (c *Config) Agent(login string) (Agent, bool) {
+	for _, a := range c.Agents {
+		if strings.EqualFold(a.Login, login) {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}

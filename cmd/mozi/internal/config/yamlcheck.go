@@ -1,0 +1,201 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// positions maps a key path ("agents[1].preset") to its line in the file.
+type positions map[string]int
+
+// checkNode walks a YAML node against the Go type it will be decoded into,
+// so that an unknown key or a value of the wrong type is reported with its
+// key path and line, before yaml.v3's own, less precise, errors.
+func checkNode(n *yaml.Node, t reflect.Type, path string, pos positions) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if isNull(n) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return posErr(n, path, "want a mapping of keys, got %s", kindName(n))
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			field, ok := fields[key.Value]
+			if !ok {
+				return unknownField(key, path, fields)
+			}
+			child := join(path, key.Value)
+			pos[child] = key.Line
+			if err := checkNode(val, field.Type, child, pos); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return posErr(n, path, "want a list, got %s", kindName(n))
+		}
+		for i, el := range n.Content {
+			child := fmt.Sprintf("%s[%d]", path, i)
+			pos[child] = el.Line
+			if err := checkNode(el, t.Elem(), child, pos); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return posErr(n, path, "want a mapping, got %s", kindName(n))
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			child := join(path, key.Value)
+			pos[child] = key.Line
+			if err := checkNode(val, t.Elem(), child, pos); err != nil {
+				return err
+			}
+		}
+	default:
+		if n.Kind != yaml.ScalarNode {
+			return posErr(n, path, "want %s, got %s", scalarName(t), kindName(n))
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return posErr(n, path, "invalid value %q: want %s", n.Value, scalarName(t))
+		}
+	}
+	return nil
+}
+
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e *lineError) Error() string { return e.msg }
+
+func posErr(n *yaml.Node, path, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	return &lineError{line: n.Line, msg: msg}
+}
+
+func unknownField(key *yaml.Node, path string, fields map[string]reflect.StructField) error {
+	msg := fmt.Sprintf("unknown field %q", key.Value)
+	if path != "" {
+		msg = fmt.Sprintf("unknown field %q in %s", key.Value, path)
+	}
+	if s := suggest(key.Value, fields); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return &lineError{line: key.Line, msg: msg}
+}
+
+// suggest returns the known field closest to name, if it is close enough to
+// be a typo.
+func suggest(name string, fields map[string]reflect.StructField) string {
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	best, bestDist := "", 3
+	for _, k := range names {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	out := make(map[string]reflect.StructField, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func scalarName(t reflect.Type) string {
+	if t == durationType {
+		return "a duration such as 30s or 5m"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	}
+	return t.String()
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/embedded"
+	"github.com/moziplus/mozi/repository/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// moziBinary builds cmd/mozi once per test run.
+func moziBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mozi-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "mozi")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+// stateDir makes a data dir that an unprivileged postgres user can reach
+// when the tests run as root.
+func stateDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mozi-serve-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return filepath.Join(dir, "state")
+}
+
+type serveProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var servingRE = regexp.MustCompile(`msg="mozi serving" listen=(\S+)`)
+
+// startServe runs `mozi serve` and waits until it logs its listen address.
+func startServe(t *testing.T, dataDir string, extraEnv ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(moziBinary(t), "serve", "--data-dir", dataDir)
+	cmd.Env = append(os.Environ(), "MOZI_LISTEN=127.0.0.1:0", "MOZI_CONFIG=", "MOZI_DATABASE_URL=")
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Dir = t.TempDir()
+	p := &serveProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	pr, pw := io.Pipe()
+	cmd.Stderr = io.MultiWriter(p.stderr, pw)
+	require.NoError(t, cmd.Start())
+	go func() { p.done <- cmd.Wait(); pw.Close() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case p.addr = <-found:
+	case err := <-p.done:
+		t.Fatalf("mozi serve exited early (%v): %s", err, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("mozi serve did not start: %s", p.stderr.String())
+	}
+	return p
+}
+
+func (p *serveProc) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (p *serveProc) waitExit(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("mozi did not exit within %s: %s", timeout, p.stderr.String())
+		return nil
+	}
+}
+
+// postgresRunningFor reports whether any postgres process serves dataDir.
+func postgresRunningFor(dataDir string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(cmdline, []byte("postgres")) && bytes.Contains(cmdline, []byte(dataDir)) {
+			return true
+		}
+	}
+	return false
+}
+
+func waitNoPostgres(t *testing.T, dataDir string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for postgresRunningFor(dataDir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a postgres process for %s is still running", dataDir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestServeEmbeddedLifecycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real mozi processes")
+	}
+	dir := stateDir(t)
+	ctx := context.Background()
+
+	first := startServe(t, dir)
+	code, body := first.get(t, "/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	code, _ = first.get(t, "/healthz")
+	require.Equal(t, http.StatusOK, code)
+
+	// Write a row through the running cluster, as `mozi tasks` would.
+	cluster, err := embedded.Attach(dir)
+	require.NoError(t, err)
+	store, err := repository.Open(ctx, cluster.URL(), repository.Options{})
+	require.NoError(t, err)
+	task, err := store.CreateTask(ctx, repository.NewTask{
+		Repo: "acme/widget", IssueNumber: 3, ActionType: repository.ActionIssueAssigned,
+		Agent: "coder2", Priority: repository.DefaultPriority,
+	})
+	require.NoError(t, err)
+	store.Close()
+
+	// A second mozi on the same data dir refuses and exits non-zero.
+	second := exec.Command(moziBinary(t), "serve", "--data-dir", dir)
+	second.Env = append(os.Environ(), "MOZI_LISTEN=127.0.0.1:0", "MOZI_CONFIG=", "MOZI_DATABASE_URL=")
+	out, err := second.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "data dir in use")
+
+	// Ctrl-C: mozi exits cleanly and takes PostgreSQL with it.
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGINT))
+	require.NoError(t, first.waitExit(t, 45*time.Second), first.stderr.String())
+	waitNoPostgres(t, dir)
+
+	// A second start reuses the cluster and finds the row.
+	again := startServe(t, dir)
+	code, _ = again.get(t, "/readyz")
+	require.Equal(t, http.StatusOK, code)
+	cluster, err = embedded.Attach(dir)
+	require.NoError(t, err)
+	store, err = repository.Open(ctx, cluster.URL(), repository.Options{})
+	require.NoError(t, err)
+	got, err := store.Task(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "coder2", got.Agent)
+	store.Close()
+
+	// SIGKILL leaves no chance to clean up: the parent-death signal must
+	// still stop PostgreSQL, and the next start must work.
+	require.NoError(t, again.cmd.Process.Signal(syscall.SIGKILL))
+	_ = again.waitExit(t, 10*time.Second)
+	waitNoPostgres(t, dir)
+	third := startServe(t, dir)
+	code, _ = third.get(t, "/readyz")
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, third.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, third.waitExit(t, 45*time.Second))
+	waitNoPostgres(t, dir)
+	assert.NotContains(t, third.stderr.String(), "level=ERROR")
+}
+
+func TestServeWithDatabaseURL(t *testing.T) {
+	url := pgtest.EmptyURL(t)
+	p := startServe(t, stateDir(t), "MOZI_DATABASE_URL="+url)
+	code, body := p.get(t, "/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.NotContains(t, p.stderr.String(), "embedded PostgreSQL", "no private cluster with a URL")
+	assert.Contains(t, p.stderr.String(), "migrations_applied=1")
+
+	code, body = p.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "go_goroutines")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.waitExit(t, 30*time.Second))
+}
+
+func TestCLI(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		args     []string
+		wantErr  string
+		wantOut  []string
+		exitCode int
+	}{
+		{name: "help lists every command", args: []string{"--help"},
+			wantOut: []string{"serve", "migrate", "version", "help"}},
+		{name: "version", args: []string{"version"}, wantOut: []string{"mozi dev"}},
+		{name: "unknown command", args: []string{"bogus"}, wantErr: `unknown command "bogus"`, exitCode: 2},
+		{name: "no command", args: nil, wantErr: "no command given", exitCode: 2},
+		{name: "migrate without action", args: []string{"migrate"}, wantErr: "migrate needs exactly one of up, down, status", exitCode: 2},
+		{name: "migrate bad action", args: []string{"migrate", "sideways"}, wantErr: `unknown action "sideways"`, exitCode: 2},
+		{name: "serve help", args: []string{"serve", "--help"}, wantOut: []string{"-data-dir", "-config"}},
+		{name: "bad config", args: []string{"serve", "--config", "testdata/bad.yaml"},
+			wantErr: `testdata/bad.yaml:3: unknown field "agnets" (did you mean "agents"?)`, exitCode: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, func(string) string { return "" }, &stdout, &stderr)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.Equal(t, tt.exitCode, exitCode(err))
+				return
+			}
+			require.NoError(t, err)
+			for _, w := range tt.wantOut {
+				assert.Contains(t, stdout.String(), w)
+			}
+		})
+	}
+}
+
+func TestHelpListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"help"}, func(string) string { return "" }, &out, io.Discard))
+	for _, c := range commands() {
+		assert.True(t, strings.Contains(out.String(), "  "+c.name+" "), "help lists %s", c.name)
+	}
+}

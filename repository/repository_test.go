@@ -1,0 +1,408 @@
+package repository_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// setup returns a store on a fresh database and a raw pool on the same
+// database, for arranging rows the state machine would take long to reach.
+func setup(t *testing.T) (*repository.Store, *pgxpool.Pool) {
+	t.Helper()
+	url := pgtest.URL(t)
+	store, err := repository.Open(context.Background(), url, repository.Options{})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	raw, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(raw.Close)
+	return store, raw
+}
+
+func newTask(issue int) repository.NewTask {
+	return repository.NewTask{
+		Repo:        "acme/widget",
+		IssueNumber: issue,
+		ActionType:  repository.ActionIssueAssigned,
+		Agent:       "coder1",
+		Priority:    repository.DefaultPriority,
+	}
+}
+
+func TestMigrationsUpDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.EmptyURL(t))
+	require.NoError(t, err)
+	defer pool.Close()
+	m, err := repository.NewMigrator(pool)
+	require.NoError(t, err)
+	defer m.Close()
+
+	tableExists := func(name string) bool {
+		var exists bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists))
+		return exists
+	}
+	tables := []string{"task_state", "task_attempts", "mention_queue", "webhook_deliveries"}
+
+	current, err := m.Current(ctx)
+	require.NoError(t, err)
+	assert.False(t, current, "an empty database is not current")
+
+	applied, err := m.Up(ctx)
+	require.NoError(t, err)
+	assert.Positive(t, applied)
+	for _, table := range tables {
+		assert.True(t, tableExists(table), table)
+	}
+	status, err := m.Status(ctx)
+	require.NoError(t, err)
+	for _, st := range status {
+		assert.True(t, st.Applied, st.Name)
+	}
+
+	rolledBack, err := m.DownTo(ctx, 0)
+	require.NoError(t, err)
+	assert.Equal(t, applied, rolledBack)
+	for _, table := range tables {
+		assert.False(t, tableExists(table), table)
+	}
+	more, err := m.Down(ctx)
+	require.NoError(t, err)
+	assert.False(t, more, "nothing left to roll back")
+
+	again, err := m.Up(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, applied, again)
+	current, err = m.Current(ctx)
+	require.NoError(t, err)
+	assert.True(t, current)
+}
+
+// legal is the state machine of SPEC §3 (plus cancelled), written out
+// independently of the implementation's rule table.
+var legal = map[repository.Event][]repository.Status{
+	repository.EventClaim:          {"pending"},
+	repository.EventStart:          {"claimed"},
+	repository.EventRelease:        {"claimed"},
+	repository.EventOpenReview:     {"claimed", "working"},
+	repository.EventRequestChanges: {"review"},
+	repository.EventRetry:          {"claimed", "working"},
+	repository.EventInterrupt:      {"claimed", "working"},
+	repository.EventRescue:         {"claimed", "working"},
+	repository.EventComplete:       {"pending", "claimed", "working", "review"},
+	repository.EventFail:           {"pending", "claimed", "working", "review"},
+	repository.EventCancel:         {"pending", "claimed", "working", "review"},
+	repository.EventRequeue:        {"failed", "cancelled"},
+}
+
+var targets = map[repository.Event]repository.Status{
+	repository.EventClaim:          "claimed",
+	repository.EventStart:          "working",
+	repository.EventRelease:        "pending",
+	repository.EventOpenReview:     "review",
+	repository.EventRequestChanges: "working",
+	repository.EventRetry:          "pending",
+	repository.EventInterrupt:      "pending",
+	repository.EventRescue:         "pending",
+	repository.EventComplete:       "done",
+	repository.EventFail:           "failed",
+	repository.EventCancel:         "cancelled",
+	repository.EventRequeue:        "pending",
+}
+
+func TestEveryTransition(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	require.Len(t, legal, len(repository.Events), "every event has an expectation")
+
+	issue := 0
+	for _, ev := range repository.Events {
+		for _, from := range repository.Statuses {
+			issue++
+			want := contains(legal[ev], from)
+			t.Run(string(ev)+"/from_"+string(from), func(t *testing.T) {
+				task, err := store.CreateTask(ctx, newTask(issue))
+				require.NoError(t, err)
+				forceStatus(t, raw, task.ID, from)
+
+				res, err := store.Apply(ctx, task.ID, ev, repository.Change{
+					LeaseOwner: "runner-1", Error: "boom", PRNumber: 42,
+				})
+				require.NoError(t, err)
+				assert.Equal(t, want, res.Applied, "applied")
+				assert.Equal(t, from, res.From, "status seen by the event")
+
+				got, err := store.Task(ctx, task.ID)
+				require.NoError(t, err)
+				if want {
+					assert.Equal(t, targets[ev], got.Status)
+				} else {
+					assert.Equal(t, from, got.Status, "an illegal event changes nothing")
+					assert.Equal(t, task.RetryCount, got.RetryCount)
+				}
+			})
+		}
+	}
+}
+
+// forceStatus puts a task straight into a status, with an expired lease held
+// by runner-1 where the status implies a running agent.
+func forceStatus(t *testing.T, raw *pgxpool.Pool, id int64, st repository.Status) {
+	t.Helper()
+	running := st == repository.StatusClaimed || st == repository.StatusWorking
+	_, err := raw.Exec(context.Background(), `UPDATE task_state SET status = $2,
+		lease_owner = CASE WHEN $3 THEN 'runner-1' END,
+		lease_expires_at = CASE WHEN $3 THEN now() - interval '1 second' END WHERE id = $1`,
+		id, string(st), running)
+	require.NoError(t, err)
+}
+
+func TestTransitionEffects(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+
+	t.Run("claim takes a lease and counts the dispatch", func(t *testing.T) {
+		task, err := store.CreateTask(ctx, newTask(1))
+		require.NoError(t, err)
+		res, err := store.Apply(ctx, task.ID, repository.EventClaim,
+			repository.Change{LeaseOwner: "runner-a", LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		got, err := store.Task(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "runner-a", got.LeaseOwner)
+		assert.Equal(t, 1, got.DispatchCount)
+		assert.WithinDuration(t, time.Now().Add(time.Minute), got.LeaseExpiresAt, 10*time.Second)
+
+		res, err = store.Apply(ctx, task.ID, repository.EventStart, repository.Change{LeaseOwner: "runner-b"})
+		require.NoError(t, err)
+		assert.False(t, res.Applied, "another runner cannot start a task it does not hold")
+		res, err = store.Apply(ctx, task.ID, repository.EventRescue, repository.Change{})
+		require.NoError(t, err)
+		assert.False(t, res.Applied, "a live lease is not rescued")
+	})
+
+	t.Run("retry counts, backs off and drops the lease", func(t *testing.T) {
+		task, err := store.CreateTask(ctx, newTask(2))
+		require.NoError(t, err)
+		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		res, err := store.Apply(ctx, task.ID, repository.EventRetry,
+			repository.Change{NotBefore: later, Error: "exit status 1"})
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		got, err := store.Task(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 1, got.RetryCount)
+		assert.Equal(t, "exit status 1", got.LastError)
+		assert.True(t, later.Equal(got.NotBefore), "not_before %v", got.NotBefore)
+		assert.Empty(t, got.LeaseOwner)
+	})
+
+	t.Run("open review records the pull request", func(t *testing.T) {
+		task, err := store.CreateTask(ctx, newTask(3))
+		require.NoError(t, err)
+		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		_, err = store.Apply(ctx, task.ID, repository.EventOpenReview, repository.Change{PRNumber: 7})
+		require.NoError(t, err)
+		got, err := store.Task(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 7, got.PRNumber)
+		assert.Equal(t, repository.StatusReview, got.Status)
+	})
+
+	t.Run("terminal event on a terminal task is ignored", func(t *testing.T) {
+		task, err := store.CreateTask(ctx, newTask(4))
+		require.NoError(t, err)
+		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		first, err := store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+		require.NoError(t, err)
+		second, err := store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+		require.NoError(t, err)
+		assert.True(t, first.Applied)
+		assert.False(t, second.Applied)
+		assert.Equal(t, repository.StatusDone, second.From)
+		got, err := store.Task(ctx, task.ID)
+		require.NoError(t, err)
+		assert.False(t, got.FinishedAt.IsZero())
+	})
+
+	t.Run("unknown task", func(t *testing.T) {
+		_, err := store.Apply(ctx, 999999, repository.EventComplete, repository.Change{})
+		require.ErrorIs(t, err, repository.ErrTaskNotFound)
+	})
+}
+
+func TestRacingTerminalEventsExactlyOneWins(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	events := []repository.Event{
+		repository.EventComplete, repository.EventFail, repository.EventCancel, repository.EventComplete,
+	}
+	for round := range 20 {
+		task, err := store.CreateTask(ctx, newTask(100+round))
+		require.NoError(t, err)
+		forceStatus(t, raw, task.ID, repository.StatusWorking)
+
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []repository.Event
+		)
+		start := make(chan struct{})
+		for _, ev := range events {
+			wg.Go(func() {
+				<-start
+				res, err := store.Apply(ctx, task.ID, ev, repository.Change{Error: "race"})
+				assert.NoError(t, err)
+				if res.Applied {
+					mu.Lock()
+					winners = append(winners, ev)
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.Len(t, winners, 1, "round %d: exactly one terminal event wins", round)
+		got, err := store.Task(ctx, task.ID)
+		require.NoError(t, err)
+		assert.Equal(t, targets[winners[0]], got.Status)
+	}
+}
+
+func TestDuplicateLiveTaskRejectedByDatabase(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+
+	first, err := store.CreateTask(ctx, newTask(1))
+	require.NoError(t, err)
+	_, err = store.CreateTask(ctx, newTask(1))
+	require.ErrorIs(t, err, repository.ErrDuplicateTask)
+
+	// Bypassing the Go code entirely, the database still refuses.
+	_, err = raw.Exec(ctx, `INSERT INTO task_state (repo, issue_number, action_type, agent)
+		VALUES ('acme/widget', 1, 'issue_assigned', 'coder1')`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	assert.Equal(t, "23505", pgErr.Code)
+	assert.Equal(t, "task_state_one_live_idx", pgErr.ConstraintName)
+
+	other := newTask(1)
+	other.Agent = "coder2"
+	_, err = store.CreateTask(ctx, other)
+	require.NoError(t, err, "another agent may work on the same issue")
+
+	_, err = store.Apply(ctx, first.ID, repository.EventCancel, repository.Change{Error: "unassigned"})
+	require.NoError(t, err)
+	_, err = store.CreateTask(ctx, newTask(1))
+	require.NoError(t, err, "once the first is terminal a new live task is allowed")
+
+	_, err = store.Apply(ctx, first.ID, repository.EventRequeue, repository.Change{})
+	require.ErrorIs(t, err, repository.ErrDuplicateTask, "requeue cannot make a second live task")
+}
+
+func TestDedupeKeyIsForever(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	n := newTask(4)
+	n.ActionType = repository.ActionCIFailure
+	n.DedupeKey = "pr4/abc123/ci/test"
+	task, err := store.CreateTask(ctx, n)
+	require.NoError(t, err)
+	_, err = store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+	require.NoError(t, err)
+	_, err = store.CreateTask(ctx, n)
+	require.ErrorIs(t, err, repository.ErrDuplicateTask, "the same CI failure never makes a second task")
+}
+
+func TestCreateTaskValidation(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	tests := []struct {
+		name   string
+		mutate func(*repository.NewTask)
+	}{
+		{"repo without owner", func(n *repository.NewTask) { n.Repo = "widget" }},
+		{"zero issue", func(n *repository.NewTask) { n.IssueNumber = 0 }},
+		{"no agent", func(n *repository.NewTask) { n.Agent = "" }},
+		{"unknown action", func(n *repository.NewTask) { n.ActionType = "deploy" }},
+		{"unknown business type", func(n *repository.NewTask) { n.BusinessType = "chore" }},
+		{"priority out of range", func(n *repository.NewTask) { n.Priority = 7 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newTask(1)
+			tt.mutate(&n)
+			_, err := store.CreateTask(context.Background(), n)
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestTaskRoundTrip(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	updated := time.Date(2026, 11, 22, 23, 48, 5, 0, time.UTC)
+	n := repository.NewTask{
+		Repo: "acme/widget", IssueNumber: 2, PRNumber: 6, ParentIssue: 1,
+		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug,
+		Agent: "coder1", Priority: 0, MaxRetries: 5, DependsOn: []int{1, 3},
+		Meta:      repository.Meta{Event: "issues", Title: "Token bucket", Labels: []string{"type/bug"}},
+		IssueBody: "Parent: #1", IssueUpdatedAt: updated, HopCount: 2,
+	}
+	created, err := store.CreateTask(ctx, n)
+	require.NoError(t, err)
+	got, err := store.Task(ctx, created.ID)
+	require.NoError(t, err)
+	assert.Equal(t, created, got)
+	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, 6, got.PRNumber)
+	assert.Equal(t, 1, got.ParentIssue)
+	assert.Equal(t, []int{1, 3}, got.DependsOn)
+	assert.Equal(t, 5, got.MaxRetries)
+	assert.Equal(t, "Token bucket", got.Meta.Title)
+	assert.True(t, updated.Equal(got.IssueUpdatedAt))
+
+	live, ok, err := store.LiveTask(ctx, "acme/widget", 2, repository.ActionIssueAssigned, "coder1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, created.ID, live.ID)
+
+	list, err := store.ListTasks(ctx, repository.TaskFilter{Status: repository.StatusPending, Repo: "acme/widget"})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	list, err = store.ListTasks(ctx, repository.TaskFilter{Status: repository.StatusDone})
+	require.NoError(t, err)
+	assert.Empty(t, list)
+}
+
+func contains(list []repository.Status, s repository.Status) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is mozi's PostgreSQL-backed execution state. It is safe for
+// concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// Options tune the connection pool.
+type Options struct {
+	// MaxConns caps the pool (default: pgxpool's, max(4, GOMAXPROCS)).
+	MaxConns int32
+	// Logger receives one line per notable database event (default: discard).
+	Logger *slog.Logger
+}
+
+// Open connects to PostgreSQL and checks that it answers. It does not run
+// migrations: call Migrator.Up (mozi serve does it at start).
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error may echo the URL, password included: do not wrap it.
+		return nil, errors.New("parse database url: invalid connection string (check MOZI_DATABASE_URL or database.url)")
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "mozi"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database %s: %w", redactedTarget(cfg), err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, logger: logger}, nil
+}
+
+// redactedTarget names the server a config points at without its password.
+func redactedTarget(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// Close releases every connection.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// Migrator returns the schema migrator for this store's database.
+func (s *Store) Migrator() (*Migrator, error) { return NewMigrator(s.pool) }

@@ -1,0 +1,194 @@
+package repository
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Status is the execution state of a task.
+type Status string
+
+// Task statuses. Done, failed and cancelled are terminal.
+const (
+	StatusPending   Status = "pending"
+	StatusClaimed   Status = "claimed"
+	StatusWorking   Status = "working"
+	StatusReview    Status = "review"
+	StatusDone      Status = "done"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// Statuses lists every status in state-machine order.
+var Statuses = []Status{
+	StatusPending, StatusClaimed, StatusWorking, StatusReview,
+	StatusDone, StatusFailed, StatusCancelled,
+}
+
+// LiveStatuses are the non-terminal statuses.
+var LiveStatuses = []Status{StatusPending, StatusClaimed, StatusWorking, StatusReview}
+
+// Terminal reports whether no event moves the task any further.
+func (s Status) Terminal() bool {
+	return s == StatusDone || s == StatusFailed || s == StatusCancelled
+}
+
+// ParseStatus validates a status name given by a user.
+func ParseStatus(s string) (Status, error) {
+	if slices.Contains(Statuses, Status(s)) {
+		return Status(s), nil
+	}
+	return "", fmt.Errorf("unknown status %q (want one of %v)", s, Statuses)
+}
+
+// ActionType names the Gitea event that caused a task; it decides the action
+// hint and the template the agent's prompt is built from.
+type ActionType string
+
+// Action types of SPEC §4 and §5.
+const (
+	ActionIssueAssigned         ActionType = "issue_assigned"
+	ActionCIFailure             ActionType = "ci_failure"
+	ActionReviewResult          ActionType = "review_result"
+	ActionReviewRequest         ActionType = "review_request"
+	ActionReviewUpdated         ActionType = "review_updated"
+	ActionReviewComment         ActionType = "review_comment"
+	ActionMention               ActionType = "mention"
+	ActionDeployFailure         ActionType = "deploy_failure"
+	ActionInfrastructureFailure ActionType = "infrastructure_failure"
+	ActionIssueClosed           ActionType = "issue_closed"
+	ActionReviewMerged          ActionType = "review_merged"
+	ActionDiscussion            ActionType = "discussion"
+	ActionRoundReview           ActionType = "round_review"
+)
+
+// ActionTypes lists every action type.
+var ActionTypes = []ActionType{
+	ActionIssueAssigned, ActionCIFailure, ActionReviewResult, ActionReviewRequest,
+	ActionReviewUpdated, ActionReviewComment, ActionMention, ActionDeployFailure,
+	ActionInfrastructureFailure, ActionIssueClosed, ActionReviewMerged,
+	ActionDiscussion, ActionRoundReview,
+}
+
+// ParseActionType validates an action type name given by a user.
+func ParseActionType(s string) (ActionType, error) {
+	if slices.Contains(ActionTypes, ActionType(s)) {
+		return ActionType(s), nil
+	}
+	return "", fmt.Errorf("unknown action type %q (want one of %v)", s, ActionTypes)
+}
+
+// Notification reports whether the action is a pure notification that is
+// done as soon as its agent has been spawned (auto-pass).
+func (a ActionType) Notification() bool {
+	return a == ActionIssueClosed || a == ActionReviewMerged
+}
+
+// FinishedByReport reports whether an [Action Report] comment by the task's
+// agent finishes the task (SPEC §4, issue_comment (a)).
+func (a ActionType) FinishedByReport() bool {
+	switch a {
+	case ActionCIFailure, ActionDeployFailure, ActionInfrastructureFailure,
+		ActionMention, ActionReviewComment:
+		return true
+	}
+	return false
+}
+
+// BusinessType refines issue_assigned tasks by the kind of work (SPEC §5).
+type BusinessType string
+
+// Business types; the empty value means "not an issue_assigned task".
+const (
+	BusinessFeature        BusinessType = "feature"
+	BusinessImpl           BusinessType = "impl"
+	BusinessBug            BusinessType = "bug"
+	BusinessDocs           BusinessType = "docs"
+	BusinessRefactor       BusinessType = "refactor"
+	BusinessTest           BusinessType = "test"
+	BusinessInfrastructure BusinessType = "infrastructure"
+)
+
+// BusinessTypes lists every business type.
+var BusinessTypes = []BusinessType{
+	BusinessFeature, BusinessImpl, BusinessBug, BusinessDocs,
+	BusinessRefactor, BusinessTest, BusinessInfrastructure,
+}
+
+// ParseBusinessType validates a business type name given by a user.
+func ParseBusinessType(s string) (BusinessType, error) {
+	if slices.Contains(BusinessTypes, BusinessType(s)) {
+		return BusinessType(s), nil
+	}
+	return "", fmt.Errorf("unknown business type %q (want one of %v)", s, BusinessTypes)
+}
+
+// Priority levels, from the priority/P0…P3 labels. Lower is more urgent.
+const (
+	PriorityP0      = 0
+	PriorityP3      = 3
+	DefaultPriority = 2
+)
+
+// DefaultMaxRetries is how many times a failed run is retried before the
+// task fails.
+const DefaultMaxRetries = 2
+
+// Task is one unit of agent work: mozi's execution state for an issue or
+// pull request, as stored in task_state.
+type Task struct {
+	ID             int64
+	Repo           string // owner/name
+	IssueNumber    int    // the issue or pull request the work is about
+	PRNumber       int    // 0 when no pull request is linked
+	ParentIssue    int    // 0 when the issue is not a sub-issue
+	ActionType     ActionType
+	BusinessType   BusinessType // empty unless ActionType is issue_assigned
+	Agent          string       // Gitea login of the agent to spawn
+	Status         Status
+	RetryCount     int
+	DispatchCount  int
+	MaxRetries     int
+	Priority       int
+	DependsOn      []int
+	Meta           Meta
+	IssueBodyCache string
+	IssueUpdatedAt time.Time // zero when unknown
+	DedupeKey      string
+	HopCount       int
+	NotBefore      time.Time
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	HeartbeatAt    time.Time
+	LastError      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     time.Time
+}
+
+// Meta is the task's daemon_meta: what mozi learned from the event that made
+// the task and needs again when it builds the prompt.
+type Meta struct {
+	Event        string            `json:"event,omitempty"`
+	DeliveryID   string            `json:"delivery_id,omitempty"`
+	Title        string            `json:"title,omitempty"`
+	Labels       []string          `json:"labels,omitempty"`
+	IssueAuthor  string            `json:"issue_author,omitempty"`
+	Sender       string            `json:"sender,omitempty"`
+	LinkedIssue  int               `json:"linked_issue,omitempty"`
+	HeadSHA      string            `json:"head_sha,omitempty"`
+	HeadBranch   string            `json:"head_branch,omitempty"`
+	CommentID    int64             `json:"comment_id,omitempty"`
+	CommentBody  string            `json:"comment_body,omitempty"`
+	ReviewState  string            `json:"review_state,omitempty"`
+	ReviewBody   string            `json:"review_body,omitempty"`
+	Reviewer     string            `json:"reviewer,omitempty"`
+	StatusCtx    string            `json:"status_context,omitempty"`
+	StatusState  string            `json:"status_state,omitempty"`
+	TargetURL    string            `json:"target_url,omitempty"`
+	Round        int               `json:"round,omitempty"`
+	Report       map[string]string `json:"report,omitempty"`
+	ReportMissed []string          `json:"report_missing,omitempty"`
+	Extra        map[string]string `json:"extra,omitempty"`
+}

@@ -1,0 +1,274 @@
+package repository
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var (
+	// ErrTaskNotFound means no task has the given id.
+	ErrTaskNotFound = errors.New("task not found")
+	// ErrDuplicateTask means the database refused a task because a live one
+	// for the same (repo, issue, action, agent) exists, or one with the same
+	// dedupe key was made before.
+	ErrDuplicateTask = errors.New("duplicate task")
+)
+
+// NewTask describes a task to create.
+type NewTask struct {
+	Repo         string
+	IssueNumber  int
+	PRNumber     int
+	ParentIssue  int
+	ActionType   ActionType
+	BusinessType BusinessType
+	Agent        string
+	// Priority is 0 (P0, most urgent) … 3 (P3); callers without a
+	// priority label pass DefaultPriority.
+	Priority       int
+	MaxRetries     int // 0: DefaultMaxRetries
+	DependsOn      []int
+	Meta           Meta
+	IssueBody      string
+	IssueUpdatedAt time.Time
+	DedupeKey      string
+	HopCount       int
+	NotBefore      time.Time // zero: now
+}
+
+func (n NewTask) validate() error {
+	switch {
+	case !strings.Contains(n.Repo, "/"):
+		return fmt.Errorf("repo %q is not owner/name", n.Repo)
+	case n.IssueNumber <= 0:
+		return fmt.Errorf("issue number %d is not positive", n.IssueNumber)
+	case n.Agent == "":
+		return errors.New("agent is empty")
+	case n.Priority < PriorityP0 || n.Priority > PriorityP3:
+		return fmt.Errorf("priority %d is outside 0..3", n.Priority)
+	}
+	if _, err := ParseActionType(string(n.ActionType)); err != nil {
+		return err
+	}
+	if n.BusinessType != "" {
+		if _, err := ParseBusinessType(string(n.BusinessType)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_type, business_type,
+	agent, status, retry_count, dispatch_count, max_retries, priority, depends_on, daemon_meta,
+	issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before, lease_owner,
+	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at`
+
+// querier is what pgxpool.Pool and pgx.Tx have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CreateTask inserts a pending task. It returns ErrDuplicateTask when the
+// database refuses it as a second live task or a repeated dedupe key.
+func (s *Store) CreateTask(ctx context.Context, n NewTask) (Task, error) {
+	return createTask(ctx, s.pool, n)
+}
+
+func createTask(ctx context.Context, q querier, n NewTask) (Task, error) {
+	if err := n.validate(); err != nil {
+		return Task{}, fmt.Errorf("create task: %w", err)
+	}
+	meta, err := json.Marshal(n.Meta)
+	if err != nil {
+		return Task{}, fmt.Errorf("create task: encode meta: %w", err)
+	}
+	maxRetries := n.MaxRetries
+	if maxRetries <= 0 {
+		maxRetries = DefaultMaxRetries
+	}
+	depends := n.DependsOn
+	if depends == nil {
+		depends = []int{}
+	}
+	row := q.QueryRow(ctx, `
+		INSERT INTO task_state (repo, issue_number, pr_number, parent_issue, action_type,
+			business_type, agent, max_retries, priority, depends_on, daemon_meta,
+			issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+			COALESCE($16, now()))
+		ON CONFLICT DO NOTHING
+		RETURNING `+taskColumns,
+		n.Repo, n.IssueNumber, nullInt(n.PRNumber), nullInt(n.ParentIssue), string(n.ActionType),
+		string(n.BusinessType), n.Agent, maxRetries, n.Priority, depends, meta,
+		n.IssueBody, nullTime(n.IssueUpdatedAt), nullString(n.DedupeKey), n.HopCount,
+		nullTime(n.NotBefore))
+	t, err := scanTask(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Task{}, fmt.Errorf("create %s task for %s#%d agent %s: %w",
+			n.ActionType, n.Repo, n.IssueNumber, n.Agent, ErrDuplicateTask)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("create %s task for %s#%d: %w", n.ActionType, n.Repo, n.IssueNumber, err)
+	}
+	return t, nil
+}
+
+// Task returns the local row of one task.
+func (s *Store) Task(ctx context.Context, id int64) (Task, error) {
+	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Task{}, fmt.Errorf("task %d: %w", id, ErrTaskNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("read task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// LiveTask returns the live task for (repo, issue, action, agent), if any.
+func (s *Store) LiveTask(ctx context.Context, repo string, issue int, action ActionType, agent string) (Task, bool, error) {
+	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state
+		WHERE repo = $1 AND issue_number = $2 AND action_type = $3 AND agent = $4
+		  AND status IN ('pending', 'claimed', 'working', 'review')`,
+		repo, issue, string(action), agent))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Task{}, false, nil
+	}
+	if err != nil {
+		return Task{}, false, fmt.Errorf("read live %s task of %s#%d for %s: %w", action, repo, issue, agent, err)
+	}
+	return t, true, nil
+}
+
+// TaskFilter selects tasks for listing; zero fields match everything.
+type TaskFilter struct {
+	Status      Status
+	Repo        string
+	IssueNumber int
+	Agent       string
+	ActionType  ActionType
+	Limit       int // 0: 100
+}
+
+// ListTasks returns tasks matching the filter, newest first.
+func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR repo = $2)
+		  AND ($3 = 0 OR issue_number = $3) AND ($4 = '' OR agent = $4)
+		  AND ($5 = '' OR action_type = $5)
+		ORDER BY id DESC LIMIT $6`,
+		string(f.Status), f.Repo, f.IssueNumber, f.Agent, string(f.ActionType), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return collectTasks(rows)
+}
+
+func collectTasks(rows pgx.Rows) ([]Task, error) {
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan task: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tasks: %w", err)
+	}
+	return out, nil
+}
+
+func scanTask(row pgx.Row) (Task, error) {
+	var (
+		t                                      Task
+		pr, parent                             *int32
+		action, business, status               string
+		meta                                   []byte
+		issueUpdated, leaseExp, beat, finished *time.Time
+		dedupe, leaseOwner                     *string
+		depends                                []int32
+	)
+	err := row.Scan(&t.ID, &t.Repo, &t.IssueNumber, &pr, &parent, &action, &business,
+		&t.Agent, &status, &t.RetryCount, &t.DispatchCount, &t.MaxRetries, &t.Priority,
+		&depends, &meta, &t.IssueBodyCache, &issueUpdated, &dedupe, &t.HopCount,
+		&t.NotBefore, &leaseOwner, &leaseExp, &beat, &t.LastError, &t.CreatedAt,
+		&t.UpdatedAt, &finished)
+	if err != nil {
+		return Task{}, err
+	}
+	t.ActionType, t.BusinessType, t.Status = ActionType(action), BusinessType(business), Status(status)
+	t.PRNumber, t.ParentIssue = derefInt(pr), derefInt(parent)
+	t.IssueUpdatedAt, t.LeaseExpiresAt = derefTime(issueUpdated), derefTime(leaseExp)
+	t.HeartbeatAt, t.FinishedAt = derefTime(beat), derefTime(finished)
+	t.DedupeKey, t.LeaseOwner = derefString(dedupe), derefString(leaseOwner)
+	for _, d := range depends {
+		t.DependsOn = append(t.DependsOn, int(d))
+	}
+	if err := json.Unmarshal(meta, &t.Meta); err != nil {
+		return Task{}, fmt.Errorf("decode daemon_meta of task %d: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+func nullInt(v int) *int {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func nullString(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+func nullTime(v time.Time) *time.Time {
+	if v.IsZero() {
+		return nil
+	}
+	return &v
+}
+
+func derefInt(v *int32) int {
+	if v == nil {
+		return 0
+	}
+	return int(*v)
+}
+
+func derefString(v *string) string {
+	if v == nil {
+		return ""
+	}
+	return *v
+}
+
+func derefTime(v *time.Time) time.Time {
+	if v == nil {
+		return time.Time{}
+	}
+	return *v
+}

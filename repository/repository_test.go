@@ -57,7 +57,8 @@ func TestMigrationsUpDownUp(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists))
 		return exists
 	}
-	tables := []string{"task_state", "task_attempts", "mention_queue", "webhook_deliveries"}
+	tables := []string{"task_state", "task_attempts", "mention_queue", "webhook_deliveries",
+		"webhook_effects", "issues", "pull_requests", "commit_statuses"}
 
 	current, err := m.Current(ctx)
 	require.NoError(t, err)
@@ -99,7 +100,7 @@ var legal = map[repository.Event][]repository.Status{
 	repository.EventClaim:          {"pending"},
 	repository.EventStart:          {"claimed"},
 	repository.EventRelease:        {"claimed"},
-	repository.EventOpenReview:     {"claimed", "working"},
+	repository.EventOpenReview:     {"pending", "claimed", "working"},
 	repository.EventRequestChanges: {"review"},
 	repository.EventRetry:          {"claimed", "working"},
 	repository.EventInterrupt:      {"claimed", "working"},

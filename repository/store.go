@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,3 +74,12 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Migrator returns the schema migrator for this store's database.
 func (s *Store) Migrator() (*Migrator, error) { return NewMigrator(s.pool) }
+
+// ServerVersion names the PostgreSQL server ("PostgreSQL 15.18").
+func (s *Store) ServerVersion(ctx context.Context) (string, error) {
+	var v string
+	if err := s.pool.QueryRow(ctx, `SHOW server_version`).Scan(&v); err != nil {
+		return "", fmt.Errorf("read server version: %w", err)
+	}
+	return "PostgreSQL " + strings.Fields(v)[0], nil
+}

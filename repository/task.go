@@ -96,6 +96,13 @@ func (a ActionType) FinishedByReport() bool {
 	return false
 }
 
+// RepositoryLevel reports whether a task of this action may belong to the
+// repository rather than an issue (IssueNumber 0): a deploy or
+// infrastructure failure on a commit that no pull request explains.
+func (a ActionType) RepositoryLevel() bool {
+	return a == ActionDeployFailure || a == ActionInfrastructureFailure
+}
+
 // BusinessType refines issue_assigned tasks by the kind of work (SPEC §5).
 type BusinessType string
 
@@ -140,7 +147,7 @@ const DefaultMaxRetries = 2
 type Task struct {
 	ID             int64
 	Repo           string // owner/name
-	IssueNumber    int    // the issue or pull request the work is about
+	IssueNumber    int    // the issue or pull request the work is about; 0: the repository
 	PRNumber       int    // 0 when no pull request is linked
 	ParentIssue    int    // 0 when the issue is not a sub-issue
 	ActionType     ActionType

@@ -47,7 +47,7 @@ func (n NewTask) validate() error {
 	switch {
 	case !strings.Contains(n.Repo, "/"):
 		return fmt.Errorf("repo %q is not owner/name", n.Repo)
-	case n.IssueNumber <= 0:
+	case n.IssueNumber < 0 || n.IssueNumber == 0 && !n.ActionType.RepositoryLevel():
 		return fmt.Errorf("issue number %d is not positive", n.IssueNumber)
 	case n.Agent == "":
 		return errors.New("agent is empty")
@@ -271,4 +271,24 @@ func derefTime(v *time.Time) time.Time {
 		return time.Time{}
 	}
 	return *v
+}
+
+// SetTaskMeta replaces a task's daemon_meta.
+func (s *Store) SetTaskMeta(ctx context.Context, id int64, m Meta) error {
+	return setTaskMeta(ctx, s.pool, id, m)
+}
+
+func setTaskMeta(ctx context.Context, q querier, id int64, m Meta) error {
+	meta, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode meta of task %d: %w", id, err)
+	}
+	tag, err := q.Exec(ctx, `UPDATE task_state SET daemon_meta = $2, updated_at = now() WHERE id = $1`, id, meta)
+	if err != nil {
+		return fmt.Errorf("update meta of task %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("update meta of task %d: %w", id, ErrTaskNotFound)
+	}
+	return nil
 }

@@ -22,7 +22,7 @@ const (
 	EventClaim          Event = "claim"           // pending → claimed (dispatcher)
 	EventStart          Event = "start"           // claimed → working (agent process started)
 	EventRelease        Event = "release"         // claimed → pending (not spawned after all)
-	EventOpenReview     Event = "open_review"     // claimed, working → review (PR opened)
+	EventOpenReview     Event = "open_review"     // pending, claimed, working → review (PR opened)
 	EventRequestChanges Event = "request_changes" // review → working (review asked for changes)
 	EventRetry          Event = "retry"           // claimed, working → pending, counted as a failed attempt
 	EventInterrupt      Event = "interrupt"       // claimed, working → pending, not counted (shutdown)
@@ -86,7 +86,10 @@ var rules = map[Event]rule{
 	},
 	EventRelease: {from: []Status{StatusClaimed}, to: StatusPending, set: clearLease},
 	EventOpenReview: {
-		from: []Status{StatusClaimed, StatusWorking}, to: StatusReview,
+		// From pending too: a PR for the issue already exists (opened by a
+		// previous attempt or a human), so spawning the agent again would
+		// duplicate the work.
+		from: []Status{StatusPending, StatusClaimed, StatusWorking}, to: StatusReview,
 		set:  `, pr_number = COALESCE($3, t.pr_number)`,
 		args: func(c Change) []any { return []any{nullInt(c.PRNumber)} },
 	},

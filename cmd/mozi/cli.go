@@ -27,6 +27,9 @@ func commands() []command {
 	return []command{
 		{"serve", "[--config FILE] [--data-dir DIR]", "run mozi: webhook intake, dispatcher, ticker, metrics", runServe},
 		{"migrate", "up|down|status [--config FILE] [--data-dir DIR]", "apply, roll back or list database migrations", runMigrate},
+		{"deliveries", "[--failed] [--json] | requeue ID…", "list webhook deliveries in the inbox, or requeue parked ones", runDeliveries},
+		{"replay", "[--url URL] [--keep-ids] FILE|DIR…", "sign recorded Gitea deliveries and post them to a running mozi", runReplay},
+		{"bench", "intake [FLAGS]", "measure mozi against a private PostgreSQL (see mozi bench --help)", runBench},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for mozi or one command", nil},
 	}

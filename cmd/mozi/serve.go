@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"runtime/debug"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,12 +19,48 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/templates"
+	"github.com/moziplus/mozi/webhook"
 )
+
+// newMapper builds the event mapping rules from the configuration.
+func newMapper(cfg *config.Config, logger *slog.Logger, metrics *webhook.Metrics) (*webhook.Mapper, error) {
+	deploy, err := regexp.Compile(cfg.Webhook.DeployContext)
+	if err != nil {
+		return nil, fmt.Errorf("webhook.deploy_context: %w", err)
+	}
+	infra, err := regexp.Compile(cfg.Webhook.InfraContext)
+	if err != nil {
+		return nil, fmt.Errorf("webhook.infra_context: %w", err)
+	}
+	return webhook.NewMapper(webhook.MapperConfig{
+		BotUser:           cfg.Gitea.BotUser,
+		Agents:            webhookAgents(cfg),
+		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
+		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
+		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
+		DiscussLabel:      cfg.Webhook.DiscussLabel,
+		DeployContext:     deploy,
+		InfraContext:      infra,
+		Route:             templates.RouteBusinessType,
+		Logger:            logger,
+		Metrics:           metrics,
+	}), nil
+}
+
+func secretValues(secrets []config.Secret) []string {
+	out := make([]string, len(secrets))
+	for i, s := range secrets {
+		out[i] = s.Value()
+	}
+	return out
+}
 
 func runServe(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "serve")
 	configPath := fs.String("config", "", "configuration file")
 	dataDir := fs.String("data-dir", "", "state directory of the embedded database (default $XDG_STATE_HOME/mozi)")
+	insecure := fs.Bool("insecure-no-signature", false, "accept webhook deliveries without a valid signature (testing only, never in production)")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -34,7 +72,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	logger := newLogger(cfg.Log, e.stderr)
+	tuneGC(e)
 	logger.Info("mozi starting", "version", version, "config", describeSource(cfg.Source), "agents", len(cfg.Agents))
+	if len(cfg.Webhook.Secrets) == 0 && !*insecure {
+		return errors.New("no webhook secret configured: set webhook.secrets or MOZI_WEBHOOK_SECRET (the same secret as in Gitea's webhook), or start with --insecure-no-signature for a local test")
+	}
+	if *insecure {
+		logger.Error("INSECURE: --insecure-no-signature is set: anyone who can reach this port can create tasks and spawn agents")
+	}
 
 	// Listen before anything slow so a busy port fails at once.
 	listener, err := net.Listen("tcp", cfg.Listen)
@@ -58,9 +103,39 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		webhook.NewInboxCollector(db.store, logger),
 	)
+	metrics := webhook.NewMetrics(registry)
+	mapper, err := newMapper(cfg, logger, metrics)
+	if err != nil {
+		return err
+	}
+	processor := webhook.NewProcessor(db.store, mapper.Apply, webhook.ProcessorConfig{
+		MaxAttempts: cfg.Webhook.MaxAttempts, Logger: logger, Metrics: metrics,
+	})
+	intake, err := webhook.NewIntake(db.store, webhook.IntakeConfig{
+		Secrets: secretValues(cfg.Webhook.Secrets), InsecureNoSignature: *insecure,
+		MaxBodyBytes: cfg.Webhook.MaxBodyBytes, Logger: logger, Metrics: metrics,
+		OnAccepted: processor.Wake,
+	})
+	if err != nil {
+		return err
+	}
+	// Background work outlives ctx (the signal) until the HTTP server has
+	// drained, so accepted requests still get their commit.
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+	intake.Start(bgCtx)
+	processorDone := make(chan struct{})
+	go func() {
+		processor.Run(bgCtx)
+		close(processorDone)
+	}()
+
+	router := newRouter(db.store, registry, logger)
+	router.Post(webhook.Path, intake.ServeHTTP)
 	srv := &http.Server{
-		Handler:           newRouter(db.store, registry, logger),
+		Handler:           router,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		WriteTimeout:      time.Minute,
@@ -82,6 +157,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("http shutdown", "error", err)
 	}
+	stopBackground()
+	intake.Wait()
+	<-processorDone
 	logger.Info("mozi stopped")
 	return nil
 }
@@ -93,8 +171,8 @@ func describeSource(source string) string {
 	return source
 }
 
-// newRouter mounts mozi's HTTP endpoints.
-func newRouter(store *repository.Store, registry *prometheus.Registry, logger *slog.Logger) http.Handler {
+// newRouter mounts mozi's HTTP endpoints but the webhook.
+func newRouter(store *repository.Store, registry *prometheus.Registry, logger *slog.Logger) chi.Router {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -142,4 +220,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// tuneGC trades a little memory for CPU: mozi's live heap is small but each
+// delivery allocates its body, so the default GOGC=100 collects very
+// often under load (docs/performance.md). An explicit GOGC wins.
+func tuneGC(e *env) {
+	if e.getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -88,6 +89,24 @@ type Webhook struct {
 	Secrets []Secret `yaml:"secrets"`
 	// MaxBodyBytes rejects larger deliveries with 413 (default 10 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxAttempts parks a delivery whose processing failed this often
+	// (default 8).
+	MaxAttempts int `yaml:"max_attempts"`
+	// TaskBudgetPerHour caps new tasks per issue per hour (default 30).
+	TaskBudgetPerHour int `yaml:"task_budget_per_hour"`
+	// MaxMentionHops caps agent-to-agent mention chains (default 4).
+	MaxMentionHops int `yaml:"max_mention_hops"`
+	// DiscussionGrace is how long an unassigned top-level issue waits for an
+	// assignee before every agent is asked to discuss it (default 2m).
+	DiscussionGrace time.Duration `yaml:"discussion_grace"`
+	// DiscussLabel starts the discussion at once (default mozi/discuss).
+	DiscussLabel string `yaml:"discuss_label"`
+	// DeployContext is a regular expression matching commit status
+	// contexts of deployments (default (?i)deploy).
+	DeployContext string `yaml:"deploy_context"`
+	// InfraContext matches contexts of runners and infrastructure
+	// (default (?i)runner|infra).
+	InfraContext string `yaml:"infra_context"`
 }
 
 // Templates selects the toolchain templates.
@@ -286,6 +305,14 @@ func (c *Config) applyDefaults() {
 	if c.Webhook.MaxBodyBytes == 0 {
 		c.Webhook.MaxBodyBytes = 10 << 20
 	}
+	w := &c.Webhook
+	w.MaxAttempts = cmp.Or(w.MaxAttempts, 8)
+	w.TaskBudgetPerHour = cmp.Or(w.TaskBudgetPerHour, 30)
+	w.MaxMentionHops = cmp.Or(w.MaxMentionHops, 4)
+	w.DiscussionGrace = cmp.Or(w.DiscussionGrace, 2*time.Minute)
+	w.DiscussLabel = cmp.Or(w.DiscussLabel, "mozi/discuss")
+	w.DeployContext = cmp.Or(w.DeployContext, "(?i)deploy")
+	w.InfraContext = cmp.Or(w.InfraContext, "(?i)runner|infra")
 	if c.Templates.Locale == "" {
 		c.Templates.Locale = "en"
 	}
@@ -359,6 +386,18 @@ func (c *Config) validate() error {
 	}
 	if c.Webhook.MaxBodyBytes < 1024 {
 		return c.fail("webhook.max_body_bytes", "must be at least 1024, got %d", c.Webhook.MaxBodyBytes)
+	}
+	for key, n := range map[string]int{"webhook.max_attempts": c.Webhook.MaxAttempts,
+		"webhook.task_budget_per_hour": c.Webhook.TaskBudgetPerHour, "webhook.max_mention_hops": c.Webhook.MaxMentionHops} {
+		if n < 1 {
+			return c.fail(key, "must be at least 1, got %d", n)
+		}
+	}
+	for key, re := range map[string]string{"webhook.deploy_context": c.Webhook.DeployContext,
+		"webhook.infra_context": c.Webhook.InfraContext} {
+		if _, err := regexp.Compile(re); err != nil {
+			return c.fail(key, "%q is not a regular expression: %v", re, err)
+		}
 	}
 	if !slices.Contains([]string{"en", "zh"}, c.Templates.Locale) {
 		return c.fail("templates.locale", "unknown locale %q (want en or zh)", c.Templates.Locale)

@@ -1,0 +1,325 @@
+package repository
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery outcomes. A delivery with no outcome is waiting in the inbox.
+const (
+	OutcomeProcessed = "processed" // its effects were applied
+	OutcomeDuplicate = "duplicate" // another delivery of the same event had the effect
+	OutcomeIgnored   = "ignored"   // an event mozi does not act on
+	OutcomeParked    = "parked"    // failed too often; waits for an operator
+)
+
+// Delivery is one webhook delivery in the durable inbox.
+type Delivery struct {
+	ID            string // X-Gitea-Delivery
+	Seq           int64  // arrival order
+	Event         string // X-Gitea-Event
+	EventType     string // X-Gitea-Event-Type
+	Action        string
+	Repo          string
+	Headers       map[string]string
+	Body          []byte
+	ReceivedAt    time.Time
+	ProcessedAt   time.Time
+	Outcome       string
+	SemanticKey   string
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     string
+}
+
+// InsertDeliveries stores a batch of deliveries in one statement (one
+// commit: the intake's group commit). inserted[i] is false when ds[i]'s
+// delivery id was already stored (a redelivery). Deliveries given an
+// outcome (ignored) are stored as already processed.
+func (s *Store) InsertDeliveries(ctx context.Context, ds []Delivery) (inserted []bool, err error) {
+	n := len(ds)
+	ids, events, types, actions, repos, headers, outcomes := make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	bodies := make([][]byte, n)
+	for i, d := range ds {
+		h, err := json.Marshal(d.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("encode headers of delivery %s: %w", d.ID, err)
+		}
+		ids[i], events[i], types[i], actions[i], repos[i] = d.ID, d.Event, d.EventType, d.Action, d.Repo
+		headers[i], bodies[i], outcomes[i] = string(h), d.Body, d.Outcome
+	}
+	rows, err := s.pool.Query(ctx, `
+		INSERT INTO webhook_deliveries (delivery_id, event, event_type, action, repo, headers, body,
+			outcome, processed_at)
+		SELECT id, ev, et, act, repo, h::jsonb, b, oc, CASE WHEN oc = '' THEN NULL ELSE now() END
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+			$7::bytea[], $8::text[]) WITH ORDINALITY AS u(id, ev, et, act, repo, h, b, oc, ord)
+		ORDER BY ord
+		ON CONFLICT (delivery_id) DO NOTHING
+		RETURNING delivery_id`,
+		ids, events, types, actions, repos, headers, bodies, outcomes)
+	if err != nil {
+		return nil, fmt.Errorf("store %d deliveries: %w", n, err)
+	}
+	fresh := make(map[string]bool, n)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store deliveries: %w", err)
+		}
+		fresh[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store %d deliveries: %w", n, err)
+	}
+	inserted = make([]bool, n)
+	for i, id := range ids {
+		// The same id twice in one batch: only the first one is new.
+		inserted[i] = fresh[id]
+		delete(fresh, id)
+	}
+	return inserted, nil
+}
+
+// InsertDelivery stores one delivery with a single-row INSERT. The intake
+// batches instead; this is the baseline `mozi bench intake` measures it
+// against, and a convenience for tools.
+func (s *Store) InsertDelivery(ctx context.Context, d Delivery) (bool, error) {
+	h, err := json.Marshal(d.Headers)
+	if err != nil {
+		return false, fmt.Errorf("encode headers of delivery %s: %w", d.ID, err)
+	}
+	tag, err := s.pool.Exec(ctx, `INSERT INTO webhook_deliveries (delivery_id, event, event_type,
+			action, repo, headers, body) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (delivery_id) DO NOTHING`,
+		d.ID, d.Event, d.EventType, d.Action, d.Repo, string(h), d.Body)
+	if err != nil {
+		return false, fmt.Errorf("store delivery %s: %w", d.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+const deliveryColumns = `delivery_id, seq, event, event_type, action, repo, headers, body,
+	received_at, processed_at, outcome, COALESCE(semantic_key, ''), attempts, next_attempt_at, last_error`
+
+func scanDelivery(row pgx.Row) (Delivery, error) {
+	var (
+		d         Delivery
+		headers   []byte
+		processed *time.Time
+	)
+	if err := row.Scan(&d.ID, &d.Seq, &d.Event, &d.EventType, &d.Action, &d.Repo, &headers, &d.Body,
+		&d.ReceivedAt, &processed, &d.Outcome, &d.SemanticKey, &d.Attempts, &d.NextAttemptAt,
+		&d.LastError); err != nil {
+		return Delivery{}, err
+	}
+	d.ProcessedAt = derefTime(processed)
+	if err := json.Unmarshal(headers, &d.Headers); err != nil {
+		return Delivery{}, fmt.Errorf("decode headers of delivery %s: %w", d.ID, err)
+	}
+	return d, nil
+}
+
+// Delivery returns one stored delivery.
+func (s *Store) Delivery(ctx context.Context, id string) (Delivery, bool, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryColumns+`
+		FROM webhook_deliveries WHERE delivery_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Delivery{}, false, nil
+	}
+	if err != nil {
+		return Delivery{}, false, fmt.Errorf("read delivery %s: %w", id, err)
+	}
+	return d, true, nil
+}
+
+// DeliveryFilter selects deliveries to list.
+type DeliveryFilter struct {
+	// Failed lists parked deliveries and waiting ones that failed at least once.
+	Failed bool
+	Limit  int // 0: 50
+}
+
+// ListDeliveries returns deliveries, newest first.
+func (s *Store) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		WHERE NOT $1 OR outcome = 'parked' OR (processed_at IS NULL AND attempts > 0)
+		ORDER BY seq DESC LIMIT $2`, f.Failed, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan delivery: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// InboxStats summarises the inbox for metrics.
+type InboxStats struct {
+	Waiting   int           // not processed yet (including retrying)
+	Retrying  int           // waiting after at least one failed attempt
+	Parked    int           // given up on
+	OldestAge time.Duration // age of the oldest waiting delivery
+}
+
+// InboxStats counts waiting, retrying and parked deliveries.
+func (s *Store) InboxStats(ctx context.Context) (InboxStats, error) {
+	var (
+		st     InboxStats
+		oldest *float64
+	)
+	err := s.pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE processed_at IS NULL AND outcome = ''),
+			count(*) FILTER (WHERE processed_at IS NULL AND outcome = '' AND attempts > 0),
+			count(*) FILTER (WHERE outcome = 'parked'),
+			extract(epoch FROM now() - min(received_at) FILTER (WHERE processed_at IS NULL AND outcome = ''))
+		FROM webhook_deliveries WHERE processed_at IS NULL`).Scan(&st.Waiting, &st.Retrying, &st.Parked, &oldest)
+	if err != nil {
+		return InboxStats{}, fmt.Errorf("inbox stats: %w", err)
+	}
+	if oldest != nil {
+		st.OldestAge = time.Duration(*oldest * float64(time.Second))
+	}
+	return st, nil
+}
+
+// DeliveryResult is what processing a delivery decided.
+type DeliveryResult struct {
+	Outcome     string // OutcomeProcessed, OutcomeDuplicate or OutcomeIgnored
+	SemanticKey string
+}
+
+// DeliveryFunc applies one delivery's effects inside tx.
+type DeliveryFunc func(ctx context.Context, tx *Tx, d Delivery) (DeliveryResult, error)
+
+// RetryPolicy says when a failed delivery is tried again, and when it is
+// parked instead.
+type RetryPolicy struct {
+	MaxAttempts int                             // parked after this many failures (default 8)
+	Backoff     func(attempt int) time.Duration // delay after the attempt-th failure
+}
+
+// ErrPermanent marks a processing failure that no retry can fix (a payload
+// that does not parse): the delivery is parked at once.
+var ErrPermanent = errors.New("permanent failure")
+
+// ErrInboxEmpty means no delivery is waiting.
+var ErrInboxEmpty = errors.New("inbox empty")
+
+// ProcessNextDelivery claims the oldest waiting delivery (SKIP LOCKED, so
+// replicas share the inbox) and runs fn on it in one transaction with the
+// bookkeeping, so a delivery's effects happen exactly once even when mozi
+// is killed midway. When fn fails, the transaction rolls back and the
+// failure is recorded for a retry, or the delivery is parked.
+func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn DeliveryFunc) (Delivery, DeliveryResult, error) {
+	var (
+		d     Delivery
+		res   DeliveryResult
+		fnErr error
+	)
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var err error
+		d, err = scanDelivery(tx.tx.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+			WHERE processed_at IS NULL AND outcome = '' AND next_attempt_at <= now()
+			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrInboxEmpty
+		}
+		if err != nil {
+			return fmt.Errorf("claim delivery: %w", err)
+		}
+		// A savepoint keeps the claim when fn fails, so the failure can be
+		// recorded in the same transaction.
+		sp, err := tx.tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("delivery %s: savepoint: %w", d.ID, err)
+		}
+		res, fnErr = fn(ctx, &Tx{tx: sp}, d)
+		if fnErr != nil {
+			if rbErr := sp.Rollback(ctx); rbErr != nil {
+				return fmt.Errorf("delivery %s: roll back: %w", d.ID, rbErr)
+			}
+			return recordDeliveryFailure(ctx, tx, d, policy, fnErr)
+		}
+		if err := sp.Commit(ctx); err != nil {
+			return fmt.Errorf("delivery %s: release savepoint: %w", d.ID, err)
+		}
+		_, err = tx.tx.Exec(ctx, `UPDATE webhook_deliveries SET processed_at = now(), outcome = $2,
+				semantic_key = NULLIF($3, ''), attempts = attempts + 1, last_error = ''
+			WHERE delivery_id = $1`, d.ID, res.Outcome, res.SemanticKey)
+		if err != nil {
+			return fmt.Errorf("mark delivery %s processed: %w", d.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return d, res, err
+	}
+	if fnErr != nil {
+		return d, res, fmt.Errorf("process delivery %s: %w", d.ID, fnErr)
+	}
+	return d, res, nil
+}
+
+func recordDeliveryFailure(ctx context.Context, tx *Tx, d Delivery, policy RetryPolicy, cause error) error {
+	maxAttempts := policy.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 8
+	}
+	attempt := d.Attempts + 1
+	outcome := ""
+	if attempt >= maxAttempts || errors.Is(cause, ErrPermanent) {
+		outcome = OutcomeParked
+	}
+	delay := time.Duration(0)
+	if policy.Backoff != nil {
+		delay = policy.Backoff(attempt)
+	}
+	_, err := tx.tx.Exec(ctx, `UPDATE webhook_deliveries SET attempts = $2, last_error = $3,
+			outcome = $4, next_attempt_at = now() + make_interval(secs => $5)
+		WHERE delivery_id = $1`, d.ID, attempt, cause.Error(), outcome, delay.Seconds())
+	if err != nil {
+		return fmt.Errorf("record failure of delivery %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// RequeueDelivery puts a parked or failing delivery back in the inbox for
+// an immediate attempt (operator action).
+func (s *Store) RequeueDelivery(ctx context.Context, id string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE webhook_deliveries SET outcome = '', attempts = 0,
+			next_attempt_at = now(), processed_at = NULL
+		WHERE delivery_id = $1 AND (outcome = 'parked' OR processed_at IS NULL)`, id)
+	if err != nil {
+		return false, fmt.Errorf("requeue delivery %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ClaimEffect records that the event identified by key had its effect,
+// through delivery. It returns false when another delivery already did.
+func (t *Tx) ClaimEffect(ctx context.Context, key, deliveryID string) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `INSERT INTO webhook_effects (semantic_key, delivery_id)
+		VALUES ($1, $2) ON CONFLICT (semantic_key) DO NOTHING`, key, deliveryID)
+	if err != nil {
+		return false, fmt.Errorf("claim effect %s: %w", key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -1,0 +1,141 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Tx is a unit of work: every change made through it commits or rolls back
+// together. The webhook mapper applies one delivery's effects in one Tx.
+type Tx struct {
+	tx pgx.Tx
+}
+
+// InTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	pgtx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if err := fn(&Tx{tx: pgtx}); err != nil {
+		return err
+	}
+	if err := pgtx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// LockIssue serialises work on one issue across connections and replicas
+// until the transaction ends.
+func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {
+	_, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, repo, int64(number))
+	if err != nil {
+		return fmt.Errorf("lock %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// CreateTask inserts a pending task; created is false when a live task for
+// the same (repo, issue, action, agent) or the same dedupe key exists.
+func (t *Tx) CreateTask(ctx context.Context, n NewTask) (Task, bool, error) {
+	task, err := createTask(ctx, t.tx, n)
+	if err == nil {
+		return task, true, nil
+	}
+	if errors.Is(err, ErrDuplicateTask) {
+		return Task{}, false, nil
+	}
+	return Task{}, false, err
+}
+
+// Apply moves a task through the state machine (see Store.Apply).
+func (t *Tx) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, error) {
+	return apply(ctx, t.tx, id, ev, c)
+}
+
+// LiveTasks returns the live tasks of an issue or pull request, oldest first.
+func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]Task, error) {
+	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
+		ORDER BY id`, repo, number)
+	if err != nil {
+		return nil, fmt.Errorf("live tasks of %s#%d: %w", repo, number, err)
+	}
+	return collectTasks(rows)
+}
+
+// LatestTask returns the newest task (live or not) of an agent on an issue.
+func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (Task, bool, error) {
+	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+		WHERE repo = $1 AND issue_number = $2 AND agent = $3 ORDER BY id DESC LIMIT 1`, repo, number, agent)
+	if err != nil {
+		return Task{}, false, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
+	}
+	tasks, err := collectTasks(rows)
+	if err != nil || len(tasks) == 0 {
+		return Task{}, false, err
+	}
+	return tasks[0], true, nil
+}
+
+// TasksCreatedSince counts tasks of an issue created in the last window, for
+// the per-issue budget that stops runaway chains.
+func (t *Tx) TasksCreatedSince(ctx context.Context, repo string, number int, seconds int) (int, error) {
+	var n int
+	err := t.tx.QueryRow(ctx, `SELECT count(*) FROM task_state
+		WHERE repo = $1 AND issue_number = $2 AND created_at > now() - make_interval(secs => $3)`,
+		repo, number, seconds).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count recent tasks of %s#%d: %w", repo, number, err)
+	}
+	return n, nil
+}
+
+// IssueFacts are the issue fields copied onto its live tasks when the
+// issue changes.
+type IssueFacts struct {
+	BusinessType BusinessType // applied to issue_assigned tasks only
+	Priority     int
+	ParentIssue  int
+	DependsOn    []int
+	Body         string
+	UpdatedAt    time.Time
+	Title        string
+	Labels       []string
+}
+
+// RefreshLiveTasks copies an issue's current facts onto its live tasks.
+func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f IssueFacts) error {
+	depends := f.DependsOn
+	if depends == nil {
+		depends = []int{}
+	}
+	labels := f.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	_, err := t.tx.Exec(ctx, `UPDATE task_state SET
+			business_type = CASE WHEN action_type = 'issue_assigned' THEN $3 ELSE business_type END,
+			priority = $4, parent_issue = $5, depends_on = $6, issue_body_cache = $7,
+			issue_updated_at = COALESCE($8, issue_updated_at),
+			daemon_meta = daemon_meta || jsonb_build_object('title', $9::text, 'labels', to_jsonb($10::text[])),
+			updated_at = now()
+		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')`,
+		repo, number, string(f.BusinessType), f.Priority, nullInt(f.ParentIssue), depends, f.Body,
+		nullTime(f.UpdatedAt), f.Title, labels)
+	if err != nil {
+		return fmt.Errorf("refresh live tasks of %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// SetTaskMeta replaces a task's daemon_meta.
+func (t *Tx) SetTaskMeta(ctx context.Context, id int64, m Meta) error {
+	return setTaskMeta(ctx, t.tx, id, m)
+}

@@ -1,0 +1,149 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/webhook/conventions"
+)
+
+// onComment handles issue and pull request comments: an [Action Report]
+// finishes its author's report-finished tasks; @mentions of registered
+// agents become mention tasks; anything else is discussion.
+func (e *eventCtx) onComment(ctx context.Context) error {
+	if e.ev.Action != "created" && e.ev.Action != "edited" {
+		return nil
+	}
+	c, number := e.ev.Comment, e.ev.Issue.Number
+	if err := e.lock(ctx, number); err != nil {
+		return err
+	}
+	if err := e.onReport(ctx, number); err != nil {
+		return err
+	}
+	return e.onMentions(ctx, number, c.Author)
+}
+
+// onReport applies an [Action Report]: its fields are stored on the
+// author's live tasks of the issue (and their repository-level failure
+// tasks), and the report-finished ones are completed.
+func (e *eventCtx) onReport(ctx context.Context, number int) error {
+	c := e.ev.Comment
+	match, fields := conventions.ActionReport(c.Body)
+	if match == conventions.NoReport {
+		return nil
+	}
+	if match == conventions.ReportSomewhere {
+		e.log.Info("[Action Report] marker is not at the start of the comment: accepted", "comment_id", c.ID)
+	}
+	tasks, err := e.tx.LiveTasks(ctx, e.ev.Repo, number)
+	if err != nil {
+		return err
+	}
+	repoLevel, err := e.tx.LiveTasks(ctx, e.ev.Repo, 0)
+	if err != nil {
+		return err
+	}
+	for _, t := range append(tasks, repoLevel...) {
+		if !strings.EqualFold(t.Agent, c.Author) || (t.IssueNumber == 0 && !t.ActionType.FinishedByReport()) {
+			continue
+		}
+		meta := t.Meta
+		meta.Report, meta.CommentID, meta.ReportMissed = fields, c.ID, nil
+		if e.m.cfg.ReportFields != nil {
+			for _, want := range e.m.cfg.ReportFields(t.ActionType, t.BusinessType) {
+				if v, ok := fields[want]; !ok || strings.TrimSpace(v) == "" {
+					meta.ReportMissed = append(meta.ReportMissed, want)
+				}
+			}
+		}
+		if len(meta.ReportMissed) > 0 {
+			e.log.Warn("incomplete [Action Report]", "task_id", t.ID, "agent", t.Agent, "missing", meta.ReportMissed)
+			e.m.cfg.Metrics.incompleteReports.WithLabelValues(string(t.ActionType)).Inc()
+		}
+		if err := e.tx.SetTaskMeta(ctx, t.ID, meta); err != nil {
+			return err
+		}
+		if t.ActionType.FinishedByReport() {
+			if err := e.apply(ctx, t, repository.EventComplete, repository.Change{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// onMentions queues every @login of a registered agent other than the
+// author and turns it into a mention task, unless the chain of agents
+// mentioning agents is too long.
+func (e *eventCtx) onMentions(ctx context.Context, number int, author string) error {
+	c := e.ev.Comment
+	hops := 0
+	if _, isAgent := e.agent(author); isAgent {
+		// An agent's comment continues the chain that spawned it.
+		if prev, ok, err := e.tx.LatestTask(ctx, e.ev.Repo, number, author); err != nil {
+			return err
+		} else if ok {
+			hops = prev.HopCount + 1
+		} else {
+			hops = 1
+		}
+	}
+	for _, login := range conventions.Mentions(c.Body) {
+		ag, ok := e.agent(login)
+		if !ok || strings.EqualFold(ag.Login, author) || strings.EqualFold(ag.Login, e.m.cfg.BotUser) {
+			continue
+		}
+		id, queued, err := e.tx.EnqueueMention(ctx, repository.Mention{Repo: e.ev.Repo, IssueNumber: number,
+			CommentID: c.ID, Author: author, Mentioned: ag.Login, HopCount: hops})
+		if err != nil {
+			return err
+		}
+		if !queued {
+			continue // this comment already mentioned this agent (an edit)
+		}
+		if hops > e.m.cfg.MaxMentionHops {
+			e.log.Warn("mention chain too long: not spawning", "agent", ag.Login, "hops", hops,
+				"max_hops", e.m.cfg.MaxMentionHops, "issue", number)
+			e.m.cfg.Metrics.hopLimits.Inc()
+			if err := e.tx.ConsumeMention(ctx, id, 0, "hop_limit"); err != nil {
+				return err
+			}
+			continue
+		}
+		n := e.mentionTask(ctx, number, ag.Login, hops)
+		task, created, err := e.create(ctx, spawn{task: n, at: c.CreatedAt})
+		if err != nil {
+			return err
+		}
+		outcome := "task"
+		if !created {
+			outcome = "skipped"
+		}
+		if err := e.tx.ConsumeMention(ctx, id, task.ID, outcome); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *eventCtx) mentionTask(ctx context.Context, number int, agent string, hops int) repository.NewTask {
+	var n repository.NewTask
+	if pr, ok, err := e.tx.PullRequest(ctx, e.ev.Repo, number); err == nil && ok {
+		n = e.prTask(ctx, pr, repository.ActionMention, agent)
+	} else if issue, ok, err := e.tx.Issue(ctx, e.ev.Repo, number); err == nil && ok {
+		n = e.issueTask(issue, repository.ActionMention, agent)
+	} else {
+		pi := e.ev.Issue
+		n = e.issueTask(repository.Issue{Repo: e.ev.Repo, Number: number, Title: pi.Title, Body: pi.Body,
+			Labels: pi.Labels, Author: pi.Author, UpdatedAt: pi.UpdatedAt}, repository.ActionMention, agent)
+		if pi.IsPull {
+			n.PRNumber = number
+		}
+	}
+	c := e.ev.Comment
+	n.HopCount = hops
+	n.Meta.CommentID, n.Meta.CommentBody, n.Meta.Sender = c.ID, clip(c.Body, 16<<10), c.Author
+	return n
+}

@@ -1,0 +1,251 @@
+package webhook
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/webhook/conventions"
+	"github.com/moziplus/mozi/webhook/payload"
+)
+
+// onIssue handles issues events: opened, edited, label_updated, assigned,
+// unassigned, closed, reopened. Payloads are ordered by the issue's
+// updated_at, so a late, older payload cannot undo a newer state.
+func (e *eventCtx) onIssue(ctx context.Context) error {
+	pi := e.ev.Issue
+	if pi.IsPull {
+		return nil // the pull_request events describe pull requests
+	}
+	if err := e.lock(ctx, pi.Number); err != nil {
+		return err
+	}
+	known, exists, err := e.tx.Issue(ctx, e.ev.Repo, pi.Number)
+	if err != nil {
+		return err
+	}
+	order := 1
+	if exists {
+		order = newer(pi.UpdatedAt, known.UpdatedAt)
+	}
+	next := mergeIssue(known, exists, e.ev, order)
+	e.scheduleDiscussion(&next, !exists)
+	if err := e.tx.SaveIssue(ctx, next); err != nil {
+		return err
+	}
+	if order >= 0 && exists {
+		if err := e.refreshTasks(ctx, next); err != nil {
+			return err
+		}
+	}
+
+	switch e.ev.Action {
+	case "closed":
+		return e.onIssueClosed(ctx, next, order)
+	case "reopened":
+		if order > 0 {
+			return e.assignAll(ctx, next, next.Assignees)
+		}
+		return nil
+	}
+	added, removed := diff(known.Assignees, next.Assignees)
+	if !exists {
+		added = next.Assignees
+	}
+	if err := e.assignAll(ctx, next, added); err != nil {
+		return err
+	}
+	for _, login := range removed {
+		ag, ok := e.agent(login)
+		if !ok {
+			continue
+		}
+		if err := e.finishWhere(ctx, e.ev.Repo, pi.Number, repository.EventCancel,
+			repository.Change{Error: "unassigned from the issue"},
+			func(t repository.Task) bool {
+				return t.ActionType == repository.ActionIssueAssigned && strings.EqualFold(t.Agent, ag.Login)
+			}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeIssue folds a payload into what mozi knows. order compares the
+// payload's updated_at with the known one: newer replaces the state, equal
+// (Gitea's timestamps have one-second resolution) merges assignees by the
+// action, older only fills what is missing.
+func mergeIssue(known repository.Issue, exists bool, ev payload.Event, order int) repository.Issue {
+	pi := ev.Issue
+	next := known
+	if !exists {
+		next = repository.Issue{Repo: ev.Repo, Number: pi.Number}
+	}
+	if next.Author == "" {
+		next.Author = pi.Author
+	}
+	if next.CreatedAt.IsZero() {
+		next.CreatedAt = pi.CreatedAt
+	}
+	switch {
+	case order > 0 || !exists:
+		next.Title, next.Body, next.State = pi.Title, pi.Body, pi.State
+		next.Labels, next.Assignees = pi.Labels, pi.Assignees
+		next.UpdatedAt = pi.UpdatedAt
+		next.ClosedAt = pi.ClosedAt
+		if pi.State == "closed" && ev.Action == "closed" {
+			next.ClosedBy = ev.Sender
+		}
+		if pi.State == "closed" && next.ClosedAt.IsZero() {
+			next.ClosedAt = pi.UpdatedAt
+		}
+		if pi.State == "open" {
+			next.ClosedAt, next.ClosedBy = time.Time{}, ""
+		}
+	case order == 0:
+		switch ev.Action {
+		case "assigned":
+			next.Assignees = union(known.Assignees, pi.Assignees)
+		case "unassigned":
+			next.Assignees = intersect(known.Assignees, pi.Assignees)
+		}
+	}
+	next.ParentIssue = conventions.ParentIssue(next.Title, next.Body)
+	next.DependsOn = conventions.DependsOn(next.Body)
+	return next
+}
+
+// scheduleDiscussion marks an unassigned top-level issue for one discussion
+// broadcast when it is opened, due after the grace period, or at once when
+// it carries the discuss label. The ticker sends the broadcast if the issue
+// is still unassigned then; an assignee arriving first clears the mark.
+func (e *eventCtx) scheduleDiscussion(i *repository.Issue, firstSight bool) {
+	if !i.DiscussedAt.IsZero() || i.ParentIssue != 0 || i.IsPull {
+		return
+	}
+	if len(i.Assignees) > 0 || i.Closed() {
+		i.DiscussionDueAt = time.Time{}
+		return
+	}
+	now := e.m.cfg.Now()
+	if slices.ContainsFunc(i.Labels, func(l string) bool { return strings.EqualFold(l, e.m.cfg.DiscussLabel) }) {
+		if i.DiscussionDueAt.IsZero() || i.DiscussionDueAt.After(now) {
+			i.DiscussionDueAt = now
+		}
+		return
+	}
+	if i.DiscussionDueAt.IsZero() && (firstSight || e.ev.Action == "opened") {
+		from := i.CreatedAt
+		if from.IsZero() {
+			from = now
+		}
+		i.DiscussionDueAt = from.Add(e.m.cfg.DiscussionGrace)
+	}
+}
+
+// refreshTasks copies a changed issue's labels, body and links onto its
+// live tasks.
+func (e *eventCtx) refreshTasks(ctx context.Context, i repository.Issue) error {
+	return e.tx.RefreshLiveTasks(ctx, i.Repo, i.Number, repository.IssueFacts{
+		BusinessType: e.m.cfg.Route(i.Labels),
+		Priority:     priority(i.Labels),
+		ParentIssue:  i.ParentIssue,
+		DependsOn:    i.DependsOn,
+		Body:         i.Body,
+		UpdatedAt:    i.UpdatedAt,
+		Title:        i.Title,
+		Labels:       i.Labels,
+	})
+}
+
+// assignAll gives each registered agent among logins an issue_assigned task.
+func (e *eventCtx) assignAll(ctx context.Context, i repository.Issue, logins []string) error {
+	for _, login := range logins {
+		ag, ok := e.agent(login)
+		if !ok {
+			continue
+		}
+		if _, _, err := e.create(ctx, spawn{at: e.ev.Issue.UpdatedAt, task: e.issueTask(i,
+			repository.ActionIssueAssigned, ag.Login)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *eventCtx) issueTask(i repository.Issue, action repository.ActionType, agent string) repository.NewTask {
+	n := repository.NewTask{
+		Repo: i.Repo, IssueNumber: i.Number, ParentIssue: i.ParentIssue, ActionType: action,
+		Agent: agent, Priority: priority(i.Labels), DependsOn: i.DependsOn,
+		IssueBody: i.Body, IssueUpdatedAt: i.UpdatedAt,
+		Meta: repository.Meta{Title: i.Title, Labels: i.Labels, IssueAuthor: i.Author},
+	}
+	if action == repository.ActionIssueAssigned {
+		n.BusinessType = e.m.cfg.Route(i.Labels)
+	}
+	return n
+}
+
+// onIssueClosed finishes the issue's work and notifies its creator.
+func (e *eventCtx) onIssueClosed(ctx context.Context, i repository.Issue, order int) error {
+	if order >= 0 && i.Closed() {
+		if err := e.finishWhere(ctx, i.Repo, i.Number, repository.EventComplete, repository.Change{},
+			func(t repository.Task) bool { return !t.ActionType.Notification() }); err != nil {
+			return err
+		}
+	}
+	creator, closer := e.ev.Issue.Author, e.ev.Sender
+	ag, registered := e.agent(creator)
+	if !registered || strings.EqualFold(creator, closer) {
+		return nil
+	}
+	n := e.issueTask(i, repository.ActionIssueClosed, ag.Login)
+	n.Meta.Sender = closer
+	n.DedupeKey = "closed@" + stamp(e.ev.Issue.UpdatedAt)
+	_, _, err := e.create(ctx, spawn{task: n, notification: true})
+	return err
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// diff returns the logins in next but not in prev, and in prev but not in
+// next, case-insensitively.
+func diff(prev, next []string) (added, removed []string) {
+	has := func(list []string, s string) bool {
+		return slices.ContainsFunc(list, func(x string) bool { return strings.EqualFold(x, s) })
+	}
+	for _, n := range next {
+		if !has(prev, n) {
+			added = append(added, n)
+		}
+	}
+	for _, p := range prev {
+		if !has(next, p) {
+			removed = append(removed, p)
+		}
+	}
+	return added, removed
+}
+
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	added, _ := diff(a, b)
+	return append(out, added...)
+}
+
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.ContainsFunc(b, func(y string) bool { return strings.EqualFold(x, y) }) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

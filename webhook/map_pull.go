@@ -1,0 +1,341 @@
+package webhook
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/webhook/conventions"
+)
+
+// syncPullRequest folds the event's pull request into what mozi knows and
+// returns the new state, whether the payload was not older than it, and the
+// issues linked for the first time.
+func (e *eventCtx) syncPullRequest(ctx context.Context) (repository.PullRequest, bool, []string, error) {
+	pp := e.ev.PullRequest
+	known, exists, err := e.tx.PullRequest(ctx, e.ev.Repo, pp.Number)
+	if err != nil {
+		return repository.PullRequest{}, false, nil, err
+	}
+	current := !exists || newer(pp.UpdatedAt, known.UpdatedAt) >= 0
+	next := known
+	if !exists {
+		next = repository.PullRequest{Repo: e.ev.Repo, Number: pp.Number}
+	}
+	if next.Author == "" {
+		next.Author = pp.Author
+	}
+	var newLinks []string
+	if current {
+		next.Title, next.HeadRef, next.HeadSHA, next.BaseRef = pp.Title, pp.HeadRef, pp.HeadSHA, pp.BaseRef
+		next.State, next.Merged, next.MergedBy = pp.State, pp.Merged, pp.MergedBy
+		next.UpdatedAt, next.ClosedAt = pp.UpdatedAt, pp.ClosedAt
+		if next.State == "closed" && next.ClosedAt.IsZero() {
+			next.ClosedAt = pp.UpdatedAt
+		}
+		var links []string
+		for _, ref := range conventions.ClosingRefs(e.ev.Repo, pp.Title, pp.Body, pp.HeadRef) {
+			links = append(links, ref.String())
+		}
+		newLinks, _ = diff(known.LinkedIssues, links)
+		next.LinkedIssues = links
+	}
+	if err := e.tx.SavePullRequest(ctx, next); err != nil {
+		return repository.PullRequest{}, false, nil, err
+	}
+	return next, current, newLinks, nil
+}
+
+// enterPullRequest locks the event's pull request, folds the payload into
+// what mozi knows, and moves newly linked issues' tasks to review.
+func (e *eventCtx) enterPullRequest(ctx context.Context) (repository.PullRequest, bool, error) {
+	if err := e.lock(ctx, e.ev.PullRequest.Number); err != nil {
+		return repository.PullRequest{}, false, err
+	}
+	pr, current, newLinks, err := e.syncPullRequest(ctx)
+	if err != nil {
+		return repository.PullRequest{}, false, err
+	}
+	if pr.State == "open" {
+		if err := e.linkIssues(ctx, pr, newLinks); err != nil {
+			return repository.PullRequest{}, false, err
+		}
+	}
+	return pr, current, nil
+}
+
+// onPullRequest handles pull_request events.
+func (e *eventCtx) onPullRequest(ctx context.Context) error {
+	pr, current, err := e.enterPullRequest(ctx)
+	if err != nil {
+		return err
+	}
+	switch e.ev.Action {
+	case "opened", "reopened", "synchronized":
+		if e.ev.Action == "synchronized" {
+			if err := e.onPushToPR(ctx, pr); err != nil {
+				return err
+			}
+		}
+		if current && pr.State == "open" {
+			return e.matchKeptStatuses(ctx, pr)
+		}
+	case "review_requested":
+		return e.onReviewRequested(ctx, pr)
+	case "review_request_removed":
+		if ag, ok := e.agent(e.ev.RequestedReviewer); ok {
+			return e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventCancel,
+				repository.Change{Error: "review request removed"}, func(t repository.Task) bool {
+					return t.ActionType == repository.ActionReviewRequest && strings.EqualFold(t.Agent, ag.Login)
+				})
+		}
+	case "closed":
+		if current {
+			return e.onPullRequestClosed(ctx, pr)
+		}
+	}
+	return nil
+}
+
+// linkIssues moves the linked issues' tasks to review: the PR author's
+// issue_assigned task, or the only one there is.
+func (e *eventCtx) linkIssues(ctx context.Context, pr repository.PullRequest, refs []string) error {
+	for _, s := range refs {
+		ref, ok := conventions.ParseIssueRef(s)
+		if !ok {
+			continue
+		}
+		if ref.Repo != pr.Repo {
+			if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
+				return err
+			}
+		}
+		tasks, err := e.tx.LiveTasks(ctx, ref.Repo, ref.Number)
+		if err != nil {
+			return err
+		}
+		var assigned []repository.Task
+		for _, t := range tasks {
+			if t.ActionType == repository.ActionIssueAssigned {
+				assigned = append(assigned, t)
+			}
+		}
+		idx := slices.IndexFunc(assigned, func(t repository.Task) bool { return strings.EqualFold(t.Agent, pr.Author) })
+		switch {
+		case idx >= 0:
+			assigned = assigned[idx : idx+1]
+		case len(assigned) != 1:
+			e.log.Info("pull request links an issue without a task of its author", "pr", pr.Number, "linked", s)
+			continue
+		}
+		if err := e.apply(ctx, assigned[0], repository.EventOpenReview, repository.Change{PRNumber: pr.Number}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onPushToPR: the author pushed, which answers a "changes requested"
+// review; each reviewer who asked for changes gets a review_updated task.
+func (e *eventCtx) onPushToPR(ctx context.Context, pr repository.PullRequest) error {
+	if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventComplete, repository.Change{},
+		func(t repository.Task) bool {
+			return t.ActionType == repository.ActionReviewResult && t.Meta.ReviewState == "rejected" &&
+				strings.EqualFold(t.Agent, pr.Author)
+		}); err != nil {
+		return err
+	}
+	for _, reviewer := range pr.ChangesRequestedBy {
+		ag, ok := e.agent(reviewer)
+		if !ok || strings.EqualFold(reviewer, pr.Author) {
+			continue
+		}
+		n := e.prTask(ctx, pr, repository.ActionReviewUpdated, ag.Login)
+		n.Meta.HeadSHA = pr.HeadSHA
+		if _, _, err := e.create(ctx, spawn{task: n, at: e.ev.PullRequest.UpdatedAt}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *eventCtx) onReviewRequested(ctx context.Context, pr repository.PullRequest) error {
+	ag, ok := e.agent(e.ev.RequestedReviewer)
+	if !ok || strings.EqualFold(ag.Login, pr.Author) {
+		return nil
+	}
+	n := e.prTask(ctx, pr, repository.ActionReviewRequest, ag.Login)
+	_, _, err := e.create(ctx, spawn{task: n, at: e.ev.PullRequest.UpdatedAt})
+	return err
+}
+
+// onPullRequestClosed: merged finishes the linked issues' tasks and the
+// PR's own work and notifies the author; closed unmerged cancels the PR's
+// work and sends the linked tasks back to working.
+func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr repository.PullRequest) error {
+	notification := func(t repository.Task) bool { return !t.ActionType.Notification() }
+	if !pr.Merged {
+		if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventCancel,
+			repository.Change{Error: "pull request closed without merge"}, notification); err != nil {
+			return err
+		}
+		return e.forLinkedTasks(ctx, pr, func(t repository.Task) error {
+			if t.Status != repository.StatusReview || t.PRNumber != pr.Number {
+				return nil
+			}
+			return e.apply(ctx, t, repository.EventRequestChanges, repository.Change{})
+		})
+	}
+	if err := e.forLinkedTasks(ctx, pr, func(t repository.Task) error {
+		return e.apply(ctx, t, repository.EventComplete, repository.Change{})
+	}); err != nil {
+		return err
+	}
+	if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventComplete, repository.Change{}, notification); err != nil {
+		return err
+	}
+	ag, ok := e.agent(pr.Author)
+	if !ok || strings.EqualFold(pr.MergedBy, pr.Author) || pr.MergedBy == "" && strings.EqualFold(e.ev.Sender, pr.Author) {
+		return nil
+	}
+	n := e.prTask(ctx, pr, repository.ActionReviewMerged, ag.Login)
+	n.Meta.Sender = pr.MergedBy
+	n.DedupeKey = "merged"
+	_, _, err := e.create(ctx, spawn{task: n, notification: true})
+	return err
+}
+
+// forLinkedTasks runs fn on the live issue_assigned tasks of the issues the
+// pull request links.
+func (e *eventCtx) forLinkedTasks(ctx context.Context, pr repository.PullRequest, fn func(repository.Task) error) error {
+	for _, s := range pr.LinkedIssues {
+		ref, ok := conventions.ParseIssueRef(s)
+		if !ok {
+			continue
+		}
+		if ref.Repo != pr.Repo {
+			if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
+				return err
+			}
+		}
+		tasks, err := e.tx.LiveTasks(ctx, ref.Repo, ref.Number)
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			if t.ActionType != repository.ActionIssueAssigned {
+				continue
+			}
+			if err := fn(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// prTask is a task about a pull request; its priority and labels come from
+// the first linked issue mozi knows.
+func (e *eventCtx) prTask(ctx context.Context, pr repository.PullRequest, action repository.ActionType, agent string) repository.NewTask {
+	n := repository.NewTask{
+		Repo: pr.Repo, IssueNumber: pr.Number, PRNumber: pr.Number, ActionType: action, Agent: agent,
+		Priority: repository.DefaultPriority,
+		Meta: repository.Meta{Title: pr.Title, IssueAuthor: pr.Author, HeadSHA: pr.HeadSHA,
+			HeadBranch: pr.HeadRef},
+	}
+	for _, s := range pr.LinkedIssues {
+		ref, ok := conventions.ParseIssueRef(s)
+		if !ok || ref.Repo != pr.Repo {
+			continue
+		}
+		n.Meta.LinkedIssue = ref.Number
+		if issue, found, err := e.tx.Issue(ctx, ref.Repo, ref.Number); err == nil && found {
+			n.Priority = priority(issue.Labels)
+			n.Meta.Labels = issue.Labels
+		}
+		break
+	}
+	return n
+}
+
+// onReview handles a submitted review: it answers the reviewer's request,
+// and the verdict gives the PR author work.
+func (e *eventCtx) onReview(ctx context.Context) error {
+	pp := e.ev.PullRequest
+	pr, _, err := e.enterPullRequest(ctx)
+	if err != nil {
+		return err
+	}
+	reviewer, verdict := e.ev.Sender, e.ev.Review.Verdict
+	if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventComplete, repository.Change{},
+		func(t repository.Task) bool {
+			return (t.ActionType == repository.ActionReviewRequest || t.ActionType == repository.ActionReviewUpdated) &&
+				strings.EqualFold(t.Agent, reviewer)
+		}); err != nil {
+		return err
+	}
+	if verdict != "comment" {
+		before := slices.Clone(pr.ChangesRequestedBy)
+		pr.ChangesRequestedBy = slices.DeleteFunc(pr.ChangesRequestedBy, func(s string) bool { return strings.EqualFold(s, reviewer) })
+		if verdict == "rejected" {
+			pr.ChangesRequestedBy = append(pr.ChangesRequestedBy, reviewer)
+		}
+		if !slices.Equal(before, pr.ChangesRequestedBy) {
+			if err := e.tx.SavePullRequest(ctx, pr); err != nil {
+				return err
+			}
+		}
+	}
+	// The author's linked issue task: back to working on "changes
+	// requested", back to review on approval.
+	if err := e.forLinkedTasks(ctx, pr, func(t repository.Task) error {
+		if !strings.EqualFold(t.Agent, pr.Author) {
+			return nil
+		}
+		switch verdict {
+		case "rejected":
+			return e.apply(ctx, t, repository.EventRequestChanges, repository.Change{})
+		case "approved":
+			if t.Status == repository.StatusWorking && t.PRNumber == pr.Number {
+				return e.apply(ctx, t, repository.EventOpenReview, repository.Change{PRNumber: pr.Number})
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	ag, ok := e.agent(pr.Author)
+	if !ok || strings.EqualFold(pr.Author, reviewer) {
+		return nil
+	}
+	action := repository.ActionReviewResult
+	if verdict == "comment" {
+		action = repository.ActionReviewComment
+	}
+	n := e.prTask(ctx, pr, action, ag.Login)
+	n.Meta.ReviewState, n.Meta.ReviewBody, n.Meta.Reviewer = verdict, clip(e.ev.Review.Body, 16<<10), reviewer
+	_, created, err := e.create(ctx, spawn{task: n, at: pp.UpdatedAt})
+	if err != nil || created {
+		return err
+	}
+	return e.updateLiveReview(ctx, pr, action, ag.Login, n.Meta)
+}
+
+// updateLiveReview records the latest verdict on the author's live review
+// task when one is already waiting (the newest review is the one to act on).
+func (e *eventCtx) updateLiveReview(ctx context.Context, pr repository.PullRequest, action repository.ActionType, agent string, m repository.Meta) error {
+	tasks, err := e.tx.LiveTasks(ctx, pr.Repo, pr.Number)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if t.ActionType == action && strings.EqualFold(t.Agent, agent) {
+			meta := t.Meta
+			meta.ReviewState, meta.ReviewBody, meta.Reviewer = m.ReviewState, m.ReviewBody, m.Reviewer
+			meta.DeliveryID = e.delivery.ID
+			return e.tx.SetTaskMeta(ctx, t.ID, meta)
+		}
+	}
+	return nil
+}

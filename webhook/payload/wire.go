@@ -1,0 +1,152 @@
+package payload
+
+import (
+	"strings"
+	"time"
+)
+
+// The wire structs mirror the parts of Gitea's JSON that mozi reads.
+
+type wireUser struct {
+	Login    string `json:"login"`
+	Username string `json:"username"`
+}
+
+func (u *wireUser) login() string {
+	if u == nil {
+		return ""
+	}
+	if u.Login != "" {
+		return Clean(u.Login)
+	}
+	return Clean(u.Username)
+}
+
+type wireLabel struct {
+	Name string `json:"name"`
+}
+
+type wireIssue struct {
+	Number      int         `json:"number"`
+	Title       string      `json:"title"`
+	Body        string      `json:"body"`
+	State       string      `json:"state"`
+	User        *wireUser   `json:"user"`
+	Labels      []wireLabel `json:"labels"`
+	Assignees   []*wireUser `json:"assignees"`
+	PullRequest *struct{}   `json:"pull_request"`
+	CreatedAt   *time.Time  `json:"created_at"`
+	UpdatedAt   *time.Time  `json:"updated_at"`
+	ClosedAt    *time.Time  `json:"closed_at"`
+}
+
+func (w *wireIssue) normalise() *Issue {
+	i := &Issue{
+		Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
+		Author: w.User.login(), IsPull: w.PullRequest != nil,
+		CreatedAt: gitTime(w.CreatedAt), UpdatedAt: gitTime(w.UpdatedAt), ClosedAt: gitTime(w.ClosedAt),
+	}
+	if i.State != "closed" {
+		i.State = "open"
+	}
+	for _, l := range w.Labels {
+		if l.Name != "" {
+			i.Labels = append(i.Labels, Clean(l.Name))
+		}
+	}
+	for _, a := range w.Assignees {
+		if login := a.login(); login != "" {
+			i.Assignees = append(i.Assignees, login)
+		}
+	}
+	return i
+}
+
+type wireBranch struct {
+	Ref string `json:"ref"`
+	SHA string `json:"sha"`
+}
+
+type wirePullRequest struct {
+	Number             int         `json:"number"`
+	Title              string      `json:"title"`
+	Body               string      `json:"body"`
+	State              string      `json:"state"`
+	User               *wireUser   `json:"user"`
+	Head               wireBranch  `json:"head"`
+	Base               wireBranch  `json:"base"`
+	Merged             bool        `json:"merged"`
+	MergedBy           *wireUser   `json:"merged_by"`
+	RequestedReviewers []*wireUser `json:"requested_reviewers"`
+	UpdatedAt          *time.Time  `json:"updated_at"`
+	ClosedAt           *time.Time  `json:"closed_at"`
+}
+
+func (w *wirePullRequest) normalise() *PullRequest {
+	p := &PullRequest{
+		Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
+		Author: w.User.login(), HeadRef: Clean(w.Head.Ref), HeadSHA: Clean(w.Head.SHA), BaseRef: Clean(w.Base.Ref),
+		Merged: w.Merged, MergedBy: w.MergedBy.login(),
+		UpdatedAt: gitTime(w.UpdatedAt), ClosedAt: gitTime(w.ClosedAt),
+	}
+	if p.State != "closed" {
+		p.State = "open"
+	}
+	for _, r := range w.RequestedReviewers {
+		if login := r.login(); login != "" {
+			p.RequestedReviewers = append(p.RequestedReviewers, login)
+		}
+	}
+	return p
+}
+
+type wireComment struct {
+	ID        int64      `json:"id"`
+	User      *wireUser  `json:"user"`
+	Body      string     `json:"body"`
+	CreatedAt *time.Time `json:"created_at"`
+	UpdatedAt *time.Time `json:"updated_at"`
+}
+
+func (w *wireComment) normalise() *Comment {
+	return &Comment{ID: w.ID, Author: w.User.login(), Body: Clean(w.Body),
+		CreatedAt: gitTime(w.CreatedAt), UpdatedAt: gitTime(w.UpdatedAt)}
+}
+
+type wireEvent struct {
+	Action     string `json:"action"`
+	Repository struct {
+		FullName string `json:"full_name"`
+	} `json:"repository"`
+	Sender            *wireUser        `json:"sender"`
+	Issue             *wireIssue       `json:"issue"`
+	Comment           *wireComment     `json:"comment"`
+	PullRequest       *wirePullRequest `json:"pull_request"`
+	RequestedReviewer *wireUser        `json:"requested_reviewer"`
+	IsPull            bool             `json:"is_pull"`
+	Review            *struct {
+		Type    string `json:"type"`
+		Content string `json:"content"`
+	} `json:"review"`
+
+	// status
+	ID          int64      `json:"id"`
+	SHA         string     `json:"sha"`
+	Context     string     `json:"context"`
+	State       string     `json:"state"`
+	TargetURL   string     `json:"target_url"`
+	Description string     `json:"description"`
+	UpdatedAt   *time.Time `json:"updated_at"`
+
+	WorkflowRun *struct {
+		ID           int64      `json:"id"`
+		RunAttempt   int64      `json:"run_attempt"`
+		Name         string     `json:"name"`
+		DisplayTitle string     `json:"display_title"`
+		HeadSHA      string     `json:"head_sha"`
+		Status       string     `json:"status"`
+		Conclusion   string     `json:"conclusion"`
+		HTMLURL      string     `json:"html_url"`
+		UpdatedAt    *time.Time `json:"updated_at"`
+	} `json:"workflow_run"`
+}

@@ -1,0 +1,119 @@
+// Package recording loads recorded Gitea deliveries (a body NAME.json and
+// its headers NAME.headers.json, as in testdata/gitea-1.25) and turns them
+// into requests: for mozi replay, and for tests of everything behind the
+// intake.
+package recording
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// Fixture is one recorded delivery: its headers and byte-exact body.
+type Fixture struct {
+	Name    string // e.g. 019-pull_request-pull_request-opened
+	Headers map[string]string
+	Body    []byte
+}
+
+// Dir is the recorded Gitea 1.25 deliveries' directory in this repository.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "gitea-1.25", "webhooks")
+}
+
+// APIDir is the recorded Gitea 1.25 API responses' directory.
+func APIDir() string { return filepath.Join(filepath.Dir(Dir()), "api") }
+
+// LoadDir reads every NAME.json with its NAME.headers.json, in name
+// (delivery) order.
+func LoadDir(dir string) ([]Fixture, error) {
+	bodies, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(bodies)
+	var out []Fixture
+	for _, path := range bodies {
+		if strings.HasSuffix(path, ".headers.json") {
+			continue
+		}
+		f, err := LoadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no recorded deliveries in %s", dir)
+	}
+	return out, nil
+}
+
+// LoadFile reads one recorded delivery (NAME.json and NAME.headers.json).
+func LoadFile(path string) (Fixture, error) {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return Fixture{}, err
+	}
+	name := strings.TrimSuffix(filepath.Base(path), ".json")
+	f := Fixture{Name: name, Body: body, Headers: map[string]string{}}
+	raw, err := os.ReadFile(strings.TrimSuffix(path, ".json") + ".headers.json")
+	if err != nil {
+		return Fixture{}, fmt.Errorf("headers of %s: %w", name, err)
+	}
+	if err := json.Unmarshal(raw, &f.Headers); err != nil {
+		return Fixture{}, fmt.Errorf("headers of %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// MustLoad loads the repository's recorded deliveries or panics.
+func MustLoad() []Fixture {
+	fs, err := LoadDir(Dir())
+	if err != nil {
+		panic(err)
+	}
+	return fs
+}
+
+// Header returns a recorded header.
+func (f Fixture) Header(name string) string { return f.Headers[name] }
+
+// Request builds the recorded POST to url, with every recorded header but
+// those the transport sets itself. override replaces or (with "") removes
+// headers.
+func (f Fixture) Request(url string, override map[string]string) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(f.Body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range f.Headers {
+		switch http.CanonicalHeaderKey(k) {
+		case "Host", "Content-Length", "Accept-Encoding":
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	for k, v := range override {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	return req, nil
+}
+
+// WithDelivery returns override headers giving the fixture a new delivery id
+// in all three spellings, as Gitea's Replay does.
+func WithDelivery(id string) map[string]string {
+	return map[string]string{"X-Gitea-Delivery": id, "X-Gogs-Delivery": id, "X-GitHub-Delivery": id}
+}

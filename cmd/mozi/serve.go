@@ -174,6 +174,7 @@ func describeSource(source string) string {
 // newRouter mounts mozi's HTTP endpoints but the webhook.
 func newRouter(store *repository.Store, registry *prometheus.Registry, logger *slog.Logger) chi.Router {
 	r := chi.NewRouter()
+	r.Use(recoverer(logger))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -228,5 +229,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func tuneGC(e *env) {
 	if e.getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
+	}
+}
+
+// recoverer is the last resort: a handler panic is a bug, logged in one
+// line with its request, answered 500, and the server goes on.
+func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					logger.Error("BUG: HTTP handler panicked", "method", r.Method, "path", r.URL.Path,
+						"delivery_id", r.Header.Get("X-Gitea-Delivery"), "panic", fmt.Sprint(v),
+						"stack", string(debug.Stack()))
+					writeJSON(w, http.StatusInternalServerError, map[string]string{"status": "error", "error": "internal error"})
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
 	}
 }

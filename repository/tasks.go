@@ -292,3 +292,5 @@ func setTaskMeta(ctx context.Context, q querier, id int64, m Meta) error {
 	}
 	return nil
 }
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -37,6 +37,13 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 	if match == conventions.ReportSomewhere {
 		e.log.Info("[Action Report] marker is not at the start of the comment: accepted", "comment_id", c.ID)
 	}
+	at := c.UpdatedAt
+	if at.IsZero() {
+		at = e.m.cfg.Now()
+	}
+	if err := e.tx.SetLatestReport(ctx, e.ev.Repo, number, clip(c.Body, 64<<10), at); err != nil {
+		return err
+	}
 	tasks, err := e.tx.LiveTasks(ctx, e.ev.Repo, number)
 	if err != nil {
 		return err

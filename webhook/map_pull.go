@@ -244,6 +244,9 @@ func (e *eventCtx) prTask(ctx context.Context, pr repository.PullRequest, action
 		Meta: repository.Meta{Title: pr.Title, IssueAuthor: pr.Author, HeadSHA: pr.HeadSHA,
 			HeadBranch: pr.HeadRef},
 	}
+	if pp := e.ev.PullRequest; pp != nil && pp.Number == pr.Number {
+		n.IssueBody, n.IssueUpdatedAt = clip(pp.Body, 256<<10), pp.UpdatedAt
+	}
 	for _, s := range pr.LinkedIssues {
 		ref, ok := conventions.ParseIssueRef(s)
 		if !ok || ref.Repo != pr.Repo {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
+	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/webhook"
 )
 
@@ -12,4 +15,23 @@ func webhookAgents(cfg *config.Config) webhook.Agents {
 		list = append(list, webhook.Agent{Login: a.Login, Lead: a.Lead, Infra: a.Infra})
 	}
 	return webhook.NewAgents(list)
+}
+
+// promptAgent is what prompts say about a declared agent.
+func promptAgent(a config.Agent) (prompts.Agent, error) {
+	role, err := prompts.ReadRole(a.RoleFiles)
+	if err != nil {
+		return prompts.Agent{}, fmt.Errorf("agent %s: %w", a.Login, err)
+	}
+	return prompts.Agent{Login: a.Login, Workdir: a.Workdir, TokenEnv: a.TokenEnv, Role: role, Skills: a.Skills}, nil
+}
+
+// leadLogin is the lead agent's login, "" when none is declared.
+func leadLogin(cfg *config.Config) string {
+	for _, a := range cfg.Agents {
+		if a.Lead {
+			return a.Login
+		}
+	}
+	return ""
 }

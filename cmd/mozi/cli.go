@@ -29,6 +29,8 @@ func commands() []command {
 		{"migrate", "up|down|status [--config FILE] [--data-dir DIR]", "apply, roll back or list database migrations", runMigrate},
 		{"deliveries", "[--failed] [--json] | requeue ID…", "list webhook deliveries in the inbox, or requeue parked ones", runDeliveries},
 		{"replay", "[--url URL] [--keep-ids] FILE|DIR…", "sign recorded Gitea deliveries and post them to a running mozi", runReplay},
+		{"templates", "check [FILE] | show ACTION [BUSINESS]", "validate toolchain templates, or show one action's", runTemplates},
+		{"prompt", "render --repo R --issue N [--action A] [--agent X] | --payload FILE", "print exactly the prompt mozi would send to an agent", runPrompt},
 		{"bench", "intake [FLAGS]", "measure mozi against a private PostgreSQL (see mozi bench --help)", runBench},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for mozi or one command", nil},

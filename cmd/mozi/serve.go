@@ -24,7 +24,7 @@ import (
 )
 
 // newMapper builds the event mapping rules from the configuration.
-func newMapper(cfg *config.Config, logger *slog.Logger, metrics *webhook.Metrics) (*webhook.Mapper, error) {
+func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *webhook.Metrics) (*webhook.Mapper, error) {
 	deploy, err := regexp.Compile(cfg.Webhook.DeployContext)
 	if err != nil {
 		return nil, fmt.Errorf("webhook.deploy_context: %w", err)
@@ -43,6 +43,7 @@ func newMapper(cfg *config.Config, logger *slog.Logger, metrics *webhook.Metrics
 		DeployContext:     deploy,
 		InfraContext:      infra,
 		Route:             templates.RouteBusinessType,
+		ReportFields:      set.ReportFields,
 		Logger:            logger,
 		Metrics:           metrics,
 	}), nil
@@ -99,6 +100,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	logger.Info("database ready", "migrations_applied", applied, "embedded", db.cluster != nil)
 
+	set, err := templates.Load(cfg.Templates.Locale, cfg.Templates.Override)
+	if err != nil {
+		return err
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -106,7 +111,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		webhook.NewInboxCollector(db.store, logger),
 	)
 	metrics := webhook.NewMetrics(registry)
-	mapper, err := newMapper(cfg, logger, metrics)
+	mapper, err := newMapper(cfg, set, logger, metrics)
 	if err != nil {
 		return err
 	}
@@ -251,4 +256,12 @@ func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// newGiteaClient builds mozi's Gitea API client from the configuration.
+func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*repository.Gitea, error) {
+	return repository.NewGitea(repository.GiteaConfig{
+		URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(), Timeout: cfg.Gitea.Timeout,
+		Logger: logger, Registerer: reg,
+	})
 }

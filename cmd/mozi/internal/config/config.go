@@ -13,15 +13,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/templates/yamlpos"
 )
 
 // Environment variables that override the file.
@@ -57,7 +55,7 @@ type Config struct {
 
 	// Source is the file the configuration came from ("" for defaults).
 	Source string `yaml:"-"`
-	pos    positions
+	pos    yamlpos.Positions
 }
 
 // Database configures PostgreSQL.
@@ -172,7 +170,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 			path = DefaultFile
 		}
 	}
-	cfg := &Config{pos: positions{}}
+	cfg := &Config{pos: yamlpos.Positions{}}
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -196,7 +194,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // Parse reads a configuration from memory (for tests and `mozi doctor`),
 // naming it source in errors. No environment is applied.
 func Parse(source string, data []byte) (*Config, error) {
-	cfg := &Config{pos: positions{}}
+	cfg := &Config{pos: yamlpos.Positions{}}
 	if err := cfg.parse(source, data); err != nil {
 		return nil, err
 	}
@@ -209,23 +207,11 @@ func Parse(source string, data []byte) (*Config, error) {
 
 func (c *Config) parse(source string, data []byte) error {
 	c.Source = source
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%s", yamlSyntaxError(source, err))
+	pos, err := yamlpos.Decode(source, data, c)
+	if err != nil {
+		return err
 	}
-	if len(doc.Content) == 0 {
-		return nil // an empty file is the defaults
-	}
-	if err := checkNode(doc.Content[0], reflect.TypeOf(*c), "", c.pos); err != nil {
-		var le *lineError
-		if errors.As(err, &le) {
-			return fmt.Errorf("%s:%d: %s", source, le.line, le.msg)
-		}
-		return fmt.Errorf("%s: %w", source, err)
-	}
-	if err := doc.Content[0].Decode(c); err != nil {
-		return fmt.Errorf("%s", yamlSyntaxError(source, err))
-	}
+	c.pos = pos
 	// Paths in the file are relative to the file, not to mozi's cwd.
 	base := filepath.Dir(source)
 	for i := range c.Agents {
@@ -238,19 +224,6 @@ func (c *Config) parse(source string, data []byte) error {
 	c.Templates.Override = resolvePath(base, c.Templates.Override)
 	c.DataDir = resolvePath(base, c.DataDir)
 	return nil
-}
-
-// yamlSyntaxError turns "yaml: line 3: mapping values are not allowed" into
-// "mozi.yaml:3: mapping values are not allowed".
-var yamlLineRE = regexp.MustCompile(`^yaml: (?:unmarshal errors:\s*)?line (\d+): (.*)$`)
-
-func yamlSyntaxError(source string, err error) string {
-	msg := strings.TrimSpace(err.Error())
-	if m := yamlLineRE.FindStringSubmatch(strings.SplitN(msg, "\n", 2)[0]); m != nil {
-		return fmt.Sprintf("%s:%s: %s", source, m[1], m[2])
-	}
-	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "yaml: "), "\n", " ")
-	return fmt.Sprintf("%s: %s", source, msg)
 }
 
 func resolvePath(base, p string) string {
@@ -345,19 +318,10 @@ func (c *Config) fail(key, format string, args ...any) error {
 	if c.Source == "" {
 		return fmt.Errorf("configuration: %s", msg)
 	}
-	for k := key; k != ""; k = parentKey(k) {
-		if line, ok := c.pos[k]; ok {
-			return fmt.Errorf("%s:%d: %s", c.Source, line, msg)
-		}
+	if line := c.pos.Line(key); line > 0 {
+		return fmt.Errorf("%s:%d: %s", c.Source, line, msg)
 	}
 	return fmt.Errorf("%s: %s", c.Source, msg)
-}
-
-func parentKey(k string) string {
-	if i := strings.LastIndexAny(k, ".["); i > 0 {
-		return k[:i]
-	}
-	return ""
 }
 
 func (c *Config) validate() error {

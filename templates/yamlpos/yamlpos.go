@@ -1,8 +1,15 @@
-package config
+// Package yamlpos decodes YAML strictly and says where a problem is: an
+// unknown key or a value of the wrong type is reported with its key path
+// ("agents[1].preset") and line, and every key's line is recorded so that
+// later validation can point at it too. mozi's configuration and toolchain
+// templates use it.
+package yamlpos
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -10,13 +17,77 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// positions maps a key path ("agents[1].preset") to its line in the file.
-type positions map[string]int
+// Positions maps a key path ("agents[1].preset") to its line in the file.
+type Positions map[string]int
+
+// Line returns the line of key, or of its closest ancestor with one (0:
+// unknown).
+func (p Positions) Line(key string) int {
+	for k := key; k != ""; k = parentKey(k) {
+		if line, ok := p[k]; ok {
+			return line
+		}
+	}
+	return 0
+}
+
+func parentKey(k string) string {
+	if i := strings.LastIndexAny(k, ".["); i > 0 {
+		return k[:i]
+	}
+	return ""
+}
+
+// Error is a problem at a line of the document.
+type Error struct {
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d: %s", e.Line, e.Msg) }
+
+// Decode parses data into out (a pointer to a struct) strictly: unknown
+// keys and mistyped values are errors naming source, line and key
+// ("mozi.yaml:12: unknown field \"agnets\""). It returns where every key is.
+func Decode(source string, data []byte, out any) (Positions, error) {
+	pos := Positions{}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return pos, errors.New(SyntaxError(source, err))
+	}
+	if len(doc.Content) == 0 {
+		return pos, nil // an empty document leaves out as it is
+	}
+	if err := checkNode(doc.Content[0], reflect.TypeOf(out).Elem(), "", pos); err != nil {
+		var le *Error
+		if errors.As(err, &le) {
+			return pos, fmt.Errorf("%s:%d: %s", source, le.Line, le.Msg)
+		}
+		return pos, fmt.Errorf("%s: %w", source, err)
+	}
+	if err := doc.Content[0].Decode(out); err != nil {
+		return pos, errors.New(SyntaxError(source, err))
+	}
+	return pos, nil
+}
+
+// yamlLineRE reads "yaml: line 3: mapping values are not allowed".
+var yamlLineRE = regexp.MustCompile(`^yaml: (?:unmarshal errors:\s*)?line (\d+): (.*)$`)
+
+// SyntaxError turns yaml.v3's "yaml: line 3: …" into "source:3: …".
+func SyntaxError(source string, err error) string {
+	msg := strings.TrimSpace(err.Error())
+	if m := yamlLineRE.FindStringSubmatch(strings.SplitN(msg, "\n", 2)[0]); m != nil {
+		return fmt.Sprintf("%s:%s: %s", source, m[1], m[2])
+	}
+	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "yaml: "), "\n", " ")
+	return fmt.Sprintf("%s: %s", source, msg)
+}
 
 // checkNode walks a YAML node against the Go type it will be decoded into,
 // so that an unknown key or a value of the wrong type is reported with its
 // key path and line, before yaml.v3's own, less precise, errors.
-func checkNode(n *yaml.Node, t reflect.Type, path string, pos positions) error {
+func checkNode(n *yaml.Node, t reflect.Type, path string, pos Positions) error {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -78,19 +149,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, pos positions) error {
 	return nil
 }
 
-type lineError struct {
-	line int
-	msg  string
-}
-
-func (e *lineError) Error() string { return e.msg }
-
 func posErr(n *yaml.Node, path, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if path != "" {
 		msg = path + ": " + msg
 	}
-	return &lineError{line: n.Line, msg: msg}
+	return &Error{Line: n.Line, Msg: msg}
 }
 
 func unknownField(key *yaml.Node, path string, fields map[string]reflect.StructField) error {
@@ -101,7 +165,7 @@ func unknownField(key *yaml.Node, path string, fields map[string]reflect.StructF
 	if s := suggest(key.Value, fields); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	return &lineError{line: key.Line, msg: msg}
+	return &Error{Line: key.Line, Msg: msg}
 }
 
 // suggest returns the known field closest to name, if it is close enough to

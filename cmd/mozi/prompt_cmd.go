@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/moziplus/mozi/cmd/mozi/internal/config"
+	"github.com/moziplus/mozi/prompts"
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/templates"
+	"github.com/moziplus/mozi/webhook/payload"
+	"github.com/moziplus/mozi/webhook/recording"
+)
+
+func runPrompt(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "prompt")
+	configPath := fs.String("config", "", "configuration file")
+	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
+	repo := fs.String("repo", "", "repository owner/name")
+	issue := fs.Int("issue", 0, "issue or pull request number")
+	actionFlag := fs.String("action", "", "action type (default: the issue's latest task's, else issue_assigned)")
+	agentFlag := fs.String("agent", "", "agent login (default: the task's agent, else the first declared agent)")
+	payloadFile := fs.String("payload", "", "build offline from a recorded webhook (FILE.json with FILE.headers.json)")
+	stats := fs.Bool("stats", false, "print each section's size after the prompt, on stderr")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || fs.Arg(0) != "render" {
+		return usagef("prompt render --repo R --issue N [--action A] [--agent X] | --payload FILE")
+	}
+	cfg, err := config.Load(*configPath, e.getenv)
+	if err != nil {
+		return err
+	}
+	set, err := templates.Load(cfg.Templates.Locale, cfg.Templates.Override)
+	if err != nil {
+		return err
+	}
+	var action repository.ActionType
+	if *actionFlag != "" {
+		if action, err = repository.ParseActionType(*actionFlag); err != nil {
+			return usagef("%v", err)
+		}
+	}
+
+	var in *prompts.Input
+	if *payloadFile != "" {
+		in, err = offlineInput(cfg, *payloadFile, action, *agentFlag)
+	} else {
+		if *repo == "" || *issue <= 0 {
+			return usagef("prompt render needs --repo and --issue (or --payload)")
+		}
+		in, err = liveInput(ctx, e, cfg, *dataDir, *repo, *issue, action, *agentFlag)
+	}
+	if err != nil {
+		return err
+	}
+	p, err := prompts.NewBuilder(set, nil, 0).Build(in)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(e.stdout, p.Text)
+	if *stats {
+		for _, s := range p.Sections {
+			fmt.Fprintf(e.stderr, "%s %-20s priority %2d  %6d bytes (budget %d)\n", s.Layer, s.Name, s.Priority, s.Bytes, s.Budget)
+		}
+		fmt.Fprintf(e.stderr, "total %d bytes (budget %d)\n", len(p.Text), prompts.DefaultTotalBudget)
+	}
+	return nil
+}
+
+// liveInput renders what mozi would send for the issue's task: the latest
+// task matching the flags, or one made up from the cached issue.
+func liveInput(ctx context.Context, e *env, cfg *config.Config, dataDir, repo string, issue int,
+	action repository.ActionType, agent string) (*prompts.Input, error) {
+	db, err := openDatabase(ctx, e, cfg, dataDir, newCLILogger(cfg.Log, e.stderr), shareCluster)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var gitea *repository.Gitea
+	if cfg.Gitea.URL != "" {
+		if gitea, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {
+			return nil, err
+		}
+	}
+	reader := repository.NewIssueReader(db.store, gitea)
+	tasks, err := db.store.ListTasks(ctx, repository.TaskFilter{Repo: repo, IssueNumber: issue,
+		ActionType: action, Agent: agent, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	var task repository.Task
+	if len(tasks) > 0 {
+		task = tasks[0]
+	} else {
+		cached, err := reader.Issue(ctx, repo, issue)
+		if err != nil {
+			return nil, fmt.Errorf("no task for %s#%d and the issue cannot be read: %w", repo, issue, err)
+		}
+		task = madeUpTask(cfg, cached, action, agent)
+	}
+	a, ok := cfg.Agent(task.Agent)
+	if !ok {
+		return nil, fmt.Errorf("agent %q is not declared in the configuration", task.Agent)
+	}
+	pa, err := promptAgent(a)
+	if err != nil {
+		return nil, err
+	}
+	return prompts.Gather(ctx, reader, task, pa, cfg.Gitea.URL, leadLogin(cfg))
+}
+
+// madeUpTask is the task mozi would make for an issue that has none yet.
+func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.ActionType, agent string) repository.Task {
+	if action == "" {
+		action = repository.ActionIssueAssigned
+	}
+	if agent == "" {
+		for _, a := range issue.Assignees {
+			if _, ok := cfg.Agent(a); ok {
+				agent = a
+				break
+			}
+		}
+	}
+	if agent == "" && len(cfg.Agents) > 0 {
+		agent = cfg.Agents[0].Login
+	}
+	t := repository.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
+		ActionType: action, Agent: agent, Status: repository.StatusPending, DependsOn: issue.DependsOn,
+		IssueBodyCache: issue.Body, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
+			IssueAuthor: issue.Author}}
+	if action == repository.ActionIssueAssigned {
+		t.BusinessType = templates.RouteBusinessType(issue.Labels)
+	}
+	return t
+}
+
+// offlineInput builds the input from a recorded webhook alone: no
+// database, no Gitea; related issues are left out.
+func offlineInput(cfg *config.Config, path string, action repository.ActionType, agent string) (*prompts.Input, error) {
+	f, err := recording.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kind := payload.Classify(f.Header("X-Gitea-Event"), f.Header("X-Gitea-Event-Type"))
+	if kind == payload.KindIgnored {
+		return nil, fmt.Errorf("%s: a %s event makes no task", path, f.Header("X-Gitea-Event"))
+	}
+	ev, err := payload.Parse(kind, f.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var issue repository.Issue
+	switch {
+	case ev.Issue != nil:
+		i := ev.Issue
+		issue = repository.Issue{Repo: ev.Repo, Number: i.Number, Title: i.Title, Body: i.Body, State: i.State,
+			Author: i.Author, Labels: i.Labels, Assignees: i.Assignees, IsPull: i.IsPull}
+	case ev.PullRequest != nil:
+		p := ev.PullRequest
+		issue = repository.Issue{Repo: ev.Repo, Number: p.Number, Title: p.Title, Body: p.Body, State: p.State,
+			Author: p.Author, IsPull: true}
+	default:
+		return nil, fmt.Errorf("%s: a %s event names no issue or pull request; use --repo and --issue", path, kind)
+	}
+	if action == "" {
+		action = offlineAction(ev)
+	}
+	task := madeUpTask(cfg, issue, action, agent)
+	m := &task.Meta
+	m.Sender = ev.Sender
+	if ev.PullRequest != nil {
+		task.PRNumber = ev.PullRequest.Number
+		m.HeadSHA, m.HeadBranch = ev.PullRequest.HeadSHA, ev.PullRequest.HeadRef
+	}
+	if ev.Comment != nil {
+		m.CommentID, m.CommentBody = ev.Comment.ID, ev.Comment.Body
+	}
+	if ev.Review != nil {
+		m.ReviewState, m.ReviewBody, m.Reviewer = ev.Review.Verdict, ev.Review.Body, ev.Sender
+	}
+	a, ok := cfg.Agent(task.Agent)
+	if !ok {
+		return nil, errors.New("no agent to render for: declare agents in the configuration or pass --agent")
+	}
+	pa, err := promptAgent(a)
+	if err != nil {
+		return nil, err
+	}
+	return &prompts.Input{Task: task, Issue: issue, Agent: pa, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}, nil
+}
+
+// offlineAction guesses the action a recorded event leads to.
+func offlineAction(ev payload.Event) repository.ActionType {
+	switch ev.Kind {
+	case payload.KindIssueComment:
+		return repository.ActionMention
+	case payload.KindReview:
+		if ev.Review.Verdict == "comment" {
+			return repository.ActionReviewComment
+		}
+		return repository.ActionReviewResult
+	case payload.KindPullRequest:
+		if ev.Action == "review_requested" {
+			return repository.ActionReviewRequest
+		}
+		if strings.Contains(ev.Action, "closed") {
+			return repository.ActionReviewMerged
+		}
+		return repository.ActionReviewUpdated
+	}
+	if ev.Action == "closed" {
+		return repository.ActionIssueClosed
+	}
+	return repository.ActionIssueAssigned
+}

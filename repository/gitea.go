@@ -1,0 +1,227 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"code.gitea.io/sdk/gitea"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// GiteaConfig configures mozi's Gitea API access.
+type GiteaConfig struct {
+	URL   string
+	Token string
+	// Timeout bounds each attempt (default 15s).
+	Timeout time.Duration
+	// MaxAttempts per call, the first included (default 4).
+	MaxAttempts int
+	// RatePerSecond and Burst limit mozi's calls (defaults 10 and 20).
+	RatePerSecond float64
+	Burst         int
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
+	// Transport is the underlying HTTP transport (default: a clone of
+	// http.DefaultTransport); tests inject fakes.
+	Transport http.RoundTripper
+}
+
+// Gitea is mozi's client of the Gitea API: one long-lived HTTP client with
+// its connection pool, rate limit, retries and metrics. The SDK keeps one
+// context per client, so each call gets a thin SDK client carrying the
+// call's context over the shared HTTP client; the SDK's version probe is
+// skipped (no request at creation).
+type Gitea struct {
+	url   string
+	token string
+	http  *http.Client
+}
+
+// ErrNotFound means Gitea answered 404.
+var ErrNotFound = errors.New("not found in Gitea")
+
+// NewGitea builds the client. It makes no request.
+func NewGitea(cfg GiteaConfig) (*Gitea, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("gitea: no URL configured (gitea.url or MOZI_GITEA_URL)")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 4
+	}
+	if cfg.RatePerSecond <= 0 {
+		cfg.RatePerSecond = 10
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	next := cfg.Transport
+	if next == nil {
+		next = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	tr := &giteaTransport{
+		next: next, limiter: rate.NewLimiter(rate.Limit(cfg.RatePerSecond), cfg.Burst),
+		timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, backoffBase: 500 * time.Millisecond,
+		backoffMax: 30 * time.Second, logger: cfg.Logger, metrics: newGiteaMetrics(cfg.Registerer),
+		sleep: sleepCtx,
+	}
+	return &Gitea{url: strings.TrimSuffix(cfg.URL, "/"), token: cfg.Token,
+		http: &http.Client{Transport: tr}}, nil
+}
+
+// URL is Gitea's base URL.
+func (g *Gitea) URL() string { return g.url }
+
+func (g *Gitea) sdk(ctx context.Context) (*gitea.Client, error) {
+	c, err := gitea.NewClient(g.url, gitea.SetHTTPClient(g.http), gitea.SetToken(g.token),
+		gitea.SetGiteaVersion(""), gitea.SetContext(ctx), gitea.SetUserAgent("mozi"))
+	if err != nil {
+		return nil, fmt.Errorf("gitea client: %w", err)
+	}
+	return c, nil
+}
+
+// begin prepares a call about repo: its SDK client and the repository's
+// owner and name.
+func (g *Gitea) begin(ctx context.Context, repo string) (*gitea.Client, string, string, error) {
+	owner, name, err := splitRepo(repo)
+	if err != nil {
+		return nil, "", "", err
+	}
+	c, err := g.sdk(ctx)
+	return c, owner, name, err
+}
+
+func splitRepo(repo string) (string, string, error) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || owner == "" || name == "" {
+		return "", "", fmt.Errorf("repository %q is not owner/name", repo)
+	}
+	return owner, name, nil
+}
+
+// apiErr wraps an SDK error with what was asked, mapping 404 to ErrNotFound.
+func apiErr(what string, resp *gitea.Response, err error) error {
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// FetchIssue reads an issue (or a pull request's issue side) from Gitea.
+func (g *Gitea) FetchIssue(ctx context.Context, repo string, number int) (Issue, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return Issue{}, err
+	}
+	gi, resp, err := c.GetIssue(owner, name, int64(number))
+	if err != nil {
+		return Issue{}, apiErr(fmt.Sprintf("get issue %s#%d", repo, number), resp, err)
+	}
+	return issueFromSDK(repo, gi), nil
+}
+
+func issueFromSDK(repo string, gi *gitea.Issue) Issue {
+	i := Issue{Repo: repo, Number: int(gi.Index), Title: gi.Title, Body: gi.Body,
+		State: string(gi.State), IsPull: gi.PullRequest != nil,
+		CreatedAt: gi.Created.UTC(), UpdatedAt: gi.Updated.UTC()}
+	if gi.Poster != nil {
+		i.Author = gi.Poster.UserName
+	}
+	if gi.Closed != nil {
+		i.ClosedAt = gi.Closed.UTC()
+	}
+	for _, l := range gi.Labels {
+		i.Labels = append(i.Labels, l.Name)
+	}
+	for _, a := range gi.Assignees {
+		i.Assignees = append(i.Assignees, a.UserName)
+	}
+	if i.State != "closed" {
+		i.State = "open"
+	}
+	return i
+}
+
+// Comment is an issue comment as read from Gitea.
+type Comment struct {
+	ID      int64
+	Author  string
+	Body    string
+	Created time.Time
+}
+
+// FetchComments reads an issue's comments, oldest first, up to limit.
+func (g *Gitea) FetchComments(ctx context.Context, repo string, number, limit int) ([]Comment, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	var out []Comment
+	for page := 1; len(out) < limit; page++ {
+		list, resp, err := c.ListIssueComments(owner, name, int64(number), gitea.ListIssueCommentOptions{
+			ListOptions: gitea.ListOptions{Page: page, PageSize: 50}})
+		if err != nil {
+			return nil, apiErr(fmt.Sprintf("list comments of %s#%d", repo, number), resp, err)
+		}
+		for _, gc := range list {
+			cm := Comment{ID: gc.ID, Body: gc.Body, Created: gc.Created.UTC()}
+			if gc.Poster != nil {
+				cm.Author = gc.Poster.UserName
+			}
+			out = append(out, cm)
+		}
+		if len(list) < 50 {
+			break
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// FetchBlockedBy lists the issues Gitea's native dependencies say block
+// this one.
+func (g *Gitea) FetchBlockedBy(ctx context.Context, repo string, number int) ([]int, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	deps, resp, err := c.ListIssueDependencies(owner, name, int64(number), gitea.ListIssueDependenciesOptions{
+		ListOptions: gitea.ListOptions{PageSize: 50}})
+	if err != nil {
+		return nil, apiErr(fmt.Sprintf("list dependencies of %s#%d", repo, number), resp, err)
+	}
+	var out []int
+	for _, d := range deps {
+		if d.Repository == nil || d.Repository.Owner+"/"+d.Repository.Name == repo || d.Repository.FullName == repo {
+			out = append(out, int(d.Index))
+		}
+	}
+	return out, nil
+}
+
+// PostComment comments on an issue and returns the comment's id.
+func (g *Gitea) PostComment(ctx context.Context, repo string, number int, body string) (int64, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return 0, err
+	}
+	cm, resp, err := c.CreateIssueComment(owner, name, int64(number), gitea.CreateIssueCommentOption{Body: body})
+	if err != nil {
+		return 0, apiErr(fmt.Sprintf("comment on %s#%d", repo, number), resp, err)
+	}
+	return cm.ID, nil
+}

@@ -1,0 +1,191 @@
+// Package giteatest is a fake Gitea API for tests: it serves the responses
+// recorded from Gitea 1.25.4 in testdata/gitea-1.25/api, records the
+// comments mozi and agents post, counts requests, and lets a test inject
+// failures.
+package giteatest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Token is the token the fake accepts.
+const Token = "gitea-test-token"
+
+// Server is a running fake Gitea.
+type Server struct {
+	*httptest.Server
+	dir      string
+	requests atomic.Int64
+
+	mu       sync.Mutex
+	comments map[string][]map[string]any // "owner/repo#N" → posted comments
+	nextID   int64
+	// Fail, when set, may answer a request instead of the fake (return
+	// true when it wrote a response): inject 500s, timeouts, 429s.
+	Fail func(w http.ResponseWriter, r *http.Request) bool
+	// OnComment is called after a comment is posted.
+	OnComment func(repo string, issue int, body string)
+}
+
+// APIDir is the recorded API responses' directory in this repository.
+func APIDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "gitea-1.25", "api")
+}
+
+// New starts a fake serving the recorded responses.
+func New() *Server {
+	s := &Server{dir: APIDir(), comments: map[string][]map[string]any{}, nextID: 1000}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Client is an HTTP client that authenticates to the fake.
+func (s *Server) Client() *http.Client {
+	return &http.Client{Transport: tokenTransport{}}
+}
+
+type tokenTransport struct{}
+
+func (tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "token "+Token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Requests is how many API requests the fake answered.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// Comments returns the comments posted on an issue.
+func (s *Server) Comments(repo string, issue int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, c := range s.comments[fmt.Sprintf("%s#%d", repo, issue)] {
+		out = append(out, c["body"].(string))
+	}
+	return out
+}
+
+var (
+	issueRE    = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)$`)
+	commentsRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)/comments$`)
+	depsRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)/dependencies$`)
+	pullRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/pulls/(\d+)$`)
+	pullsRE    = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/pulls$`)
+	combinedRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/commits/([^/]+)/status$`)
+	statusesRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/(?:commits/([^/]+)/)?statuses(?:/([^/]+))?$`)
+	repoRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)$`)
+)
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	if s.Fail != nil && s.Fail(w, r) {
+		return
+	}
+	if r.Header.Get("Authorization") != "token "+Token && r.URL.Path != "/api/v1/version" {
+		s.file(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	p := r.URL.Path
+	switch {
+	case p == "/api/v1/version":
+		s.file(w, "version", http.StatusOK)
+	case p == "/api/v1/user":
+		s.file(w, "user-coder1", http.StatusOK)
+	case r.Method == http.MethodPost && commentsRE.MatchString(p):
+		m := commentsRE.FindStringSubmatch(p)
+		s.postComment(w, r, m[1], m[2])
+	case commentsRE.MatchString(p):
+		m := commentsRE.FindStringSubmatch(p)
+		s.listComments(w, m[1], m[2])
+	case depsRE.MatchString(p):
+		s.fileOr(w, "issue-"+depsRE.FindStringSubmatch(p)[2]+"-dependencies", "[]")
+	case issueRE.MatchString(p):
+		s.file(w, "issue-"+issueRE.FindStringSubmatch(p)[2], http.StatusOK)
+	case pullRE.MatchString(p):
+		s.file(w, "pull-"+pullRE.FindStringSubmatch(p)[2], http.StatusOK)
+	case pullsRE.MatchString(p):
+		s.file(w, "pulls-open", http.StatusOK)
+	case combinedRE.MatchString(p):
+		s.file(w, "commit-status-combined", http.StatusOK)
+	case statusesRE.MatchString(p):
+		s.file(w, "commit-statuses", http.StatusOK)
+	case repoRE.MatchString(p):
+		s.file(w, "repo", http.StatusOK)
+	default:
+		s.file(w, "issue-404", http.StatusNotFound)
+	}
+}
+
+// file answers with a recorded body; a missing recording is a 404.
+func (s *Server) file(w http.ResponseWriter, name string, status int) {
+	data, err := os.ReadFile(filepath.Join(s.dir, name+".json"))
+	if err != nil || name == "issue-404" {
+		// issue-404.json is the recorded body of Gitea's 404.
+		data, _ = os.ReadFile(filepath.Join(s.dir, "issue-404.json"))
+		status = http.StatusNotFound
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+func (s *Server) fileOr(w http.ResponseWriter, name, fallback string) {
+	data, err := os.ReadFile(filepath.Join(s.dir, name+".json"))
+	if err != nil {
+		data = []byte(fallback)
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	_, _ = w.Write(data)
+}
+
+func (s *Server) listComments(w http.ResponseWriter, repo, issue string) {
+	var list []map[string]any
+	if data, err := os.ReadFile(filepath.Join(s.dir, "issue-"+issue+"-comments.json")); err == nil {
+		_ = json.Unmarshal(data, &list)
+	}
+	s.mu.Lock()
+	list = append(list, s.comments[repo+"#"+issue]...)
+	s.mu.Unlock()
+	if list == nil {
+		list = []map[string]any{}
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
+func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo, issue string) {
+	var in struct {
+		Body string `json:"body"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
+		http.Error(w, `{"message":"body is required"}`, http.StatusUnprocessableEntity)
+		return
+	}
+	s.mu.Lock()
+	s.nextID++
+	c := map[string]any{"id": s.nextID, "body": in.Body, "user": map[string]any{"login": "mozi", "username": "mozi"},
+		"created_at": time.Now().UTC().Format(time.RFC3339), "updated_at": time.Now().UTC().Format(time.RFC3339)}
+	s.comments[repo+"#"+issue] = append(s.comments[repo+"#"+issue], c)
+	onComment := s.OnComment
+	s.mu.Unlock()
+	if onComment != nil {
+		n, _ := strconv.Atoi(issue)
+		onComment(repo, n, in.Body)
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(c)
+}

@@ -1,0 +1,220 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// IssueReader serves issue data (text, latest [Action Report], native
+// dependencies, sub-issues) to prompts and the dispatcher. It reads mozi's
+// cache (the issues table, kept fresh by webhooks) and asks Gitea only for
+// what the cache lacks; an in-memory layer in front makes a warm read touch
+// neither. Without a Gitea client it serves the cache alone.
+type IssueReader struct {
+	store *Store
+	gitea *Gitea
+	ttl   time.Duration
+	// depsTTL is how long Gitea's native dependencies are trusted: Gitea
+	// sends no webhook when they change.
+	depsTTL time.Duration
+	now     func() time.Time
+
+	mu  sync.Mutex
+	mem map[string]memEntry
+}
+
+type memEntry struct {
+	at      time.Time
+	issue   Issue
+	report  *string
+	blocked *[]int
+}
+
+// maxMemEntries bounds the in-memory layer.
+const maxMemEntries = 10000
+
+// NewIssueReader builds a reader; gitea may be nil (cache only).
+func NewIssueReader(store *Store, gitea *Gitea) *IssueReader {
+	return &IssueReader{store: store, gitea: gitea, ttl: 30 * time.Second, depsTTL: 10 * time.Minute,
+		now: time.Now, mem: map[string]memEntry{}}
+}
+
+func memKey(repo string, number int) string { return fmt.Sprintf("%s#%d", repo, number) }
+
+func (r *IssueReader) cached(key string) (memEntry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.mem[key]
+	if !ok || r.now().Sub(e.at) > r.ttl {
+		return memEntry{}, false
+	}
+	return e, true
+}
+
+func (r *IssueReader) remember(key string, update func(*memEntry)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.mem) >= maxMemEntries {
+		clear(r.mem)
+	}
+	e, ok := r.mem[key]
+	if !ok || r.now().Sub(e.at) > r.ttl {
+		e = memEntry{at: r.now()}
+	}
+	update(&e)
+	r.mem[key] = e
+}
+
+// Forget drops an issue from the in-memory layer (after mozi changed it).
+func (r *IssueReader) Forget(repo string, number int) {
+	r.mu.Lock()
+	delete(r.mem, memKey(repo, number))
+	r.mu.Unlock()
+}
+
+// ErrUnavailable means the data is not cached and Gitea could not be asked.
+var ErrUnavailable = errors.New("not cached and no Gitea to ask")
+
+// Issue returns an issue: cache first, Gitea on a miss (and cached then).
+func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (Issue, error) {
+	key := memKey(repo, number)
+	if e, ok := r.cached(key); ok && e.issue.Number != 0 {
+		return e.issue, nil
+	}
+	issue, found, err := r.store.Issue(ctx, repo, number)
+	if err != nil {
+		return Issue{}, err
+	}
+	if !found {
+		if r.gitea == nil {
+			return Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrUnavailable)
+		}
+		if issue, err = r.gitea.FetchIssue(ctx, repo, number); err != nil {
+			return Issue{}, err
+		}
+		if err := r.store.SaveIssue(ctx, issue); err != nil {
+			return Issue{}, err
+		}
+	}
+	r.remember(key, func(e *memEntry) { e.issue = issue })
+	return issue, nil
+}
+
+// LatestReport returns the latest [Action Report] comment on an issue ("" if
+// none). The webhook mapper keeps it; an issue mozi did not watch from the
+// start has its comments read from Gitea once.
+func (r *IssueReader) LatestReport(ctx context.Context, repo string, number int) (string, error) {
+	key := memKey(repo, number)
+	if e, ok := r.cached(key); ok && e.report != nil {
+		return *e.report, nil
+	}
+	var (
+		report string
+		synced bool
+	)
+	err := r.store.pool.QueryRow(ctx, `SELECT last_report, comments_synced_at IS NOT NULL OR last_report <> ''
+		FROM issues WHERE repo = $1 AND number = $2`, repo, number).Scan(&report, &synced)
+	if err != nil && !isNoRows(err) {
+		return "", fmt.Errorf("read latest report of %s#%d: %w", repo, number, err)
+	}
+	if !synced && r.gitea != nil {
+		comments, err := r.gitea.FetchComments(ctx, repo, number, 500)
+		if err != nil {
+			return "", err
+		}
+		var at time.Time
+		for _, c := range comments {
+			if isActionReport(c.Body) {
+				report, at = c.Body, c.Created
+			}
+		}
+		if _, err := r.store.pool.Exec(ctx, `UPDATE issues SET last_report = $3,
+				last_report_at = $4, comments_synced_at = now() WHERE repo = $1 AND number = $2`,
+			repo, number, report, nullTime(at)); err != nil {
+			return "", fmt.Errorf("cache latest report of %s#%d: %w", repo, number, err)
+		}
+	}
+	r.remember(key, func(e *memEntry) { e.report = &report })
+	return report, nil
+}
+
+func isActionReport(body string) bool {
+	return strings.Contains(strings.ToLower(body), "[action report]")
+}
+
+// BlockedBy lists the issues that Gitea's native dependencies say block this
+// one, refreshed from Gitea when older than a few minutes.
+func (r *IssueReader) BlockedBy(ctx context.Context, repo string, number int) ([]int, error) {
+	key := memKey(repo, number)
+	if e, ok := r.cached(key); ok && e.blocked != nil {
+		return *e.blocked, nil
+	}
+	var (
+		blocked []int32
+		synced  *time.Time
+	)
+	err := r.store.pool.QueryRow(ctx, `SELECT blocked_by, deps_synced_at FROM issues
+		WHERE repo = $1 AND number = $2`, repo, number).Scan(&blocked, &synced)
+	if err != nil && !isNoRows(err) {
+		return nil, fmt.Errorf("read dependencies of %s#%d: %w", repo, number, err)
+	}
+	out := make([]int, 0, len(blocked))
+	for _, b := range blocked {
+		out = append(out, int(b))
+	}
+	stale := synced == nil || r.now().Sub(*synced) > r.depsTTL
+	if stale && r.gitea != nil {
+		fresh, err := r.gitea.FetchBlockedBy(ctx, repo, number)
+		switch {
+		case err == nil:
+			out = fresh
+			if fresh == nil {
+				fresh = []int{}
+			}
+			if _, err := r.store.pool.Exec(ctx, `UPDATE issues SET blocked_by = $3, deps_synced_at = now()
+				WHERE repo = $1 AND number = $2`, repo, number, fresh); err != nil {
+				return nil, fmt.Errorf("cache dependencies of %s#%d: %w", repo, number, err)
+			}
+		case synced == nil:
+			return nil, err
+		}
+		// A stale copy beats no answer while Gitea is down.
+	}
+	r.remember(key, func(e *memEntry) { e.blocked = &out })
+	return out, nil
+}
+
+// SubIssues lists the cached sub-issues of a parent issue, by number.
+func (r *IssueReader) SubIssues(ctx context.Context, repo string, parent int) ([]Issue, error) {
+	rows, err := r.store.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
+		WHERE repo = $1 AND parent_issue = $2 ORDER BY number`, repo, parent)
+	if err != nil {
+		return nil, fmt.Errorf("list sub-issues of %s#%d: %w", repo, parent, err)
+	}
+	defer rows.Close()
+	var out []Issue
+	for rows.Next() {
+		i, err := scanIssue(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan sub-issue: %w", err)
+		}
+		out = append(out, i)
+	}
+	return out, rows.Err()
+}
+
+// SetLatestReport records an [Action Report] seen on an issue, unless a
+// newer one is already known.
+func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body string, at time.Time) error {
+	_, err := t.tx.Exec(ctx, `UPDATE issues SET last_report = $3, last_report_at = $4
+		WHERE repo = $1 AND number = $2 AND (last_report_at IS NULL OR last_report_at <= $4)`,
+		repo, number, body, at)
+	if err != nil {
+		return fmt.Errorf("record report on %s#%d: %w", repo, number, err)
+	}
+	return nil
+}

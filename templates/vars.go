@@ -1,0 +1,146 @@
+package templates
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/moziplus/mozi/repository"
+)
+
+// Vars are the values mozi fills placeholders with.
+type Vars map[string]string
+
+// commonVars are known to every text.
+var commonVars = []string{
+	"repo", "repo_name", "issue_number", "title", "brief", "agent", "author", "gitea_url",
+	"gitea_api", "workdir", "token_env", "branch", "lead", "report_issue",
+}
+
+// actionVars are the extra placeholders each action's texts may use.
+var actionVars = map[repository.ActionType][]string{
+	repository.ActionCIFailure:             {"pr_number", "head_sha", "head_branch", "status_context", "target_url"},
+	repository.ActionReviewResult:          {"pr_number", "head_branch", "reviewer", "review_state"},
+	repository.ActionReviewComment:         {"pr_number", "head_branch", "reviewer", "review_state"},
+	repository.ActionReviewRequest:         {"pr_number", "head_branch"},
+	repository.ActionReviewUpdated:         {"pr_number", "head_branch"},
+	repository.ActionMention:               {"mentioned_by"},
+	repository.ActionDeployFailure:         {"head_sha", "status_context", "target_url"},
+	repository.ActionInfrastructureFailure: {"head_sha", "status_context", "target_url"},
+	repository.ActionIssueClosed:           {"closed_by"},
+	repository.ActionReviewMerged:          {"pr_number", "head_branch", "merged_by"},
+	repository.ActionRoundReview:           {"round"},
+}
+
+// sectionVars are the extra placeholders of sections and labels.
+var sectionVars = map[string][]string{
+	"section.role_skill":        {"role_guidance"},
+	"section.toolchain_context": {"hint", "subject", "issue_text"},
+	"section.retry":             {"attempt", "previous_error"},
+	"label.review":              {"reviewer", "review_state"},
+	"label.subject_pull":        {"pr_number"},
+	"label.prior_issue":         {"number", "state"},
+	"label.cut":                 {"bytes"},
+}
+
+// SectionNames and LabelNames are every section and label a set defines.
+var (
+	SectionNames = []string{"iron_rules", "role", "role_skill", "toolchain_context", "prior_context",
+		"git_operation", "gitea_api", "constraints", "gitea_convention", "wiki_guide",
+		"delivery_checklist", "notification", "skills", "retry", "discussion", "round_review"}
+	LabelNames = []string{"steps", "review", "comment", "check", "no_body", "subject_issue",
+		"subject_pull", "subject_repo", "prior_issue", "latest_report", "no_report", "sub_issues", "cut"}
+)
+
+// ActionVars lists the placeholders an action's texts may use.
+func ActionVars(a repository.ActionType) []string {
+	return append(append([]string{}, commonVars...), actionVars[a]...)
+}
+
+func allowed(extra ...[]string) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range commonVars {
+		out[v] = true
+	}
+	for _, list := range extra {
+		for _, v := range list {
+			out[v] = true
+		}
+	}
+	return out
+}
+
+var placeholderRE = regexp.MustCompile(`\{\{|\}\}|\{([a-z][a-z0-9_]*)\}`)
+
+// Placeholders lists the {name}s in text ({{ and }} are literal braces).
+func Placeholders(text string) []string {
+	var out []string
+	for _, m := range placeholderRE.FindAllStringSubmatch(text, -1) {
+		if m[1] != "" {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// Render fills text's placeholders from vars. A known placeholder without a
+// value renders as "?", so no brace survives into a prompt.
+func Render(text string, vars Vars) string {
+	if !strings.ContainsAny(text, "{}") {
+		return text
+	}
+	return placeholderRE.ReplaceAllStringFunc(text, func(m string) string {
+		switch m {
+		case "{{":
+			return "{"
+		case "}}":
+			return "}"
+		}
+		if v, ok := vars[m[1:len(m)-1]]; ok && v != "" {
+			return v
+		}
+		return "?"
+	})
+}
+
+var briefRE = regexp.MustCompile(`[a-z0-9]+`)
+
+// Brief makes the <brief> of a branch name from an issue title: a few
+// lowercase ASCII words joined by dashes ("Fix crash on empty config" →
+// "fix-crash-on-empty-config"), "work" when the title has none.
+func Brief(title string) string {
+	// Drop the [repo][sub][parent #N] prefix of sub-issues.
+	if i := strings.LastIndex(title, "]"); i >= 0 && strings.HasPrefix(strings.TrimSpace(title), "[") {
+		title = title[i+1:]
+	}
+	words := briefRE.FindAllString(strings.ToLower(title), -1)
+	var out []string
+	n := 0
+	for _, w := range words {
+		if n+len(w) > 32 || len(out) == 5 {
+			break
+		}
+		out = append(out, w)
+		n += len(w) + 1
+	}
+	if len(out) == 0 {
+		return "work"
+	}
+	return strings.Join(out, "-")
+}
+
+// BranchKind is the branch prefix of a business type (fix/, feat/, …).
+func BranchKind(b repository.BusinessType) string {
+	switch b {
+	case repository.BusinessBug, repository.BusinessInfrastructure:
+		return "fix"
+	case repository.BusinessImpl:
+		return "impl"
+	case repository.BusinessDocs:
+		return "docs"
+	case repository.BusinessRefactor:
+		return "refactor"
+	case repository.BusinessTest:
+		return "test"
+	}
+	return "feat"
+}

@@ -225,3 +225,80 @@ func (g *Gitea) PostComment(ctx context.Context, repo string, number int, body s
 	}
 	return cm.ID, nil
 }
+
+// FetchPullRequest reads a pull request from Gitea.
+func (g *Gitea) FetchPullRequest(ctx context.Context, repo string, number int) (PullRequestState, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return PullRequestState{}, err
+	}
+	pr, resp, err := c.GetPullRequest(owner, name, int64(number))
+	if err != nil {
+		return PullRequestState{}, apiErr(fmt.Sprintf("get pull request %s#%d", repo, number), resp, err)
+	}
+	out := PullRequestState{Number: int(pr.Index), Title: pr.Title, Body: pr.Body, State: string(pr.State),
+		Merged: pr.HasMerged}
+	if pr.Poster != nil {
+		out.Author = pr.Poster.UserName
+	}
+	if pr.MergedBy != nil {
+		out.MergedBy = pr.MergedBy.UserName
+	}
+	if pr.Head != nil {
+		out.HeadRef, out.HeadSHA = pr.Head.Ref, pr.Head.Sha
+	}
+	if pr.Base != nil {
+		out.BaseRef = pr.Base.Ref
+	}
+	if pr.Updated != nil {
+		out.UpdatedAt = pr.Updated.UTC()
+	}
+	if pr.Closed != nil {
+		out.ClosedAt = pr.Closed.UTC()
+	}
+	return out, nil
+}
+
+// PullRequestState is a pull request as read from Gitea.
+type PullRequestState struct {
+	Number    int
+	Title     string
+	Body      string
+	State     string
+	Author    string
+	HeadRef   string
+	HeadSHA   string
+	BaseRef   string
+	Merged    bool
+	MergedBy  string
+	UpdatedAt time.Time
+	ClosedAt  time.Time
+}
+
+// StatusState is one commit status as read from Gitea.
+type StatusState struct {
+	ID          int64
+	Context     string
+	State       string
+	TargetURL   string
+	Description string
+	UpdatedAt   time.Time
+}
+
+// FetchStatuses reads the latest status of each context of a commit.
+func (g *Gitea) FetchStatuses(ctx context.Context, repo, sha string) ([]StatusState, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	combined, resp, err := c.GetCombinedStatus(owner, name, sha)
+	if err != nil {
+		return nil, apiErr(fmt.Sprintf("get statuses of %s@%s", repo, sha), resp, err)
+	}
+	out := make([]StatusState, 0, len(combined.Statuses))
+	for _, s := range combined.Statuses {
+		out = append(out, StatusState{ID: s.ID, Context: s.Context, State: string(s.State),
+			TargetURL: s.TargetURL, Description: s.Description, UpdatedAt: s.Updated.UTC()})
+	}
+	return out, nil
+}

@@ -218,3 +218,49 @@ func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body 
 	}
 	return nil
 }
+
+// MergedTask is a task with its issue's collaboration data.
+type MergedTask struct {
+	Task
+	Issue Issue
+}
+
+// GetTask returns a task merged with its issue (SPEC §7): title, body and
+// labels come from the task's own copy (issue_body_cache), refreshed from
+// mozi's issue cache only when that cache — kept by webhooks and the
+// reconcile pass — has a newer updated_at than the copy; Gitea is asked
+// only for an issue mozi has never seen. When nothing newer can be had
+// (Gitea down), the task's copy is served.
+func (r *IssueReader) GetTask(ctx context.Context, id int64) (MergedTask, error) {
+	t, err := r.store.Task(ctx, id)
+	if err != nil {
+		return MergedTask{}, err
+	}
+	m := MergedTask{Task: t, Issue: Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
+		Body: t.IssueBodyCache, Labels: t.Meta.Labels, Author: t.Meta.IssueAuthor, UpdatedAt: t.IssueUpdatedAt,
+		State: "open"}}
+	if t.IssueNumber == 0 {
+		return m, nil
+	}
+	issue, err := r.Issue(ctx, t.Repo, t.IssueNumber)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return MergedTask{}, err
+		}
+		return m, nil
+	}
+	if !issue.UpdatedAt.After(t.IssueUpdatedAt) {
+		// The copy is current: serve it, with the state mozi knows.
+		m.Issue.State, m.Issue.Assignees = issue.State, issue.Assignees
+		return m, nil
+	}
+	if _, err := r.store.pool.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
+			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
+		WHERE id = $1`, id, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
+		return MergedTask{}, fmt.Errorf("refresh task %d's copy of its issue: %w", id, err)
+	}
+	m.Task.IssueBodyCache, m.Task.IssueUpdatedAt = issue.Body, issue.UpdatedAt
+	m.Task.Meta.Title, m.Task.Meta.Labels = issue.Title, issue.Labels
+	m.Issue = issue
+	return m, nil
+}

@@ -83,3 +83,29 @@ func (s *Store) Mentions(ctx context.Context, repo string, issue int) ([]Mention
 	}
 	return out, rows.Err()
 }
+
+// UnconsumedMentions lists queued mentions not turned into tasks for
+// longer than age.
+func (s *Store) UnconsumedMentions(ctx context.Context, age time.Duration, limit int) ([]Mention, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, repo, issue_number, comment_id, author, mentioned,
+			hop_count, created_at, consumed_at, COALESCE(task_id, 0), outcome
+		FROM mention_queue WHERE consumed_at IS NULL AND created_at < now() - $1::interval
+		ORDER BY id LIMIT $2`, leaseTTL(Change{LeaseTTL: age}), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unconsumed mentions: %w", err)
+	}
+	defer rows.Close()
+	var out []Mention
+	for rows.Next() {
+		var (
+			m        Mention
+			consumed *time.Time
+		)
+		if err := rows.Scan(&m.ID, &m.Repo, &m.IssueNumber, &m.CommentID, &m.Author, &m.Mentioned,
+			&m.HopCount, &m.CreatedAt, &consumed, &m.TaskID, &m.Outcome); err != nil {
+			return nil, fmt.Errorf("scan mention: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

@@ -3,6 +3,7 @@ package repository
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -90,10 +91,18 @@ func (a ActionType) Notification() bool {
 func (a ActionType) FinishedByReport() bool {
 	switch a {
 	case ActionCIFailure, ActionDeployFailure, ActionInfrastructureFailure,
-		ActionMention, ActionReviewComment:
+		ActionMention, ActionReviewComment, ActionDiscussion, ActionRoundReview:
 		return true
 	}
 	return false
+}
+
+// FinishedOnExit reports whether the task is done once its agent exits
+// successfully: pure notifications (auto-pass), and discussions and round
+// reviews, whose output is the comments and sub-issues the agent posts
+// while it runs. Other tasks wait for Gitea's terminal event.
+func (a ActionType) FinishedOnExit() bool {
+	return a.Notification() || a == ActionDiscussion || a == ActionRoundReview
 }
 
 // RepositoryLevel reports whether a task of this action may belong to the
@@ -138,9 +147,39 @@ const (
 	DefaultPriority = 2
 )
 
+// PriorityFromLabels reads priority/P0…P3 (the most urgent wins; default
+// DefaultPriority).
+func PriorityFromLabels(labels []string) int {
+	best := -1
+	for _, l := range labels {
+		l = strings.ToLower(strings.TrimSpace(l))
+		if len(l) == len("priority/p0") && strings.HasPrefix(l, "priority/p") {
+			if p := int(l[len(l)-1] - '0'); p >= PriorityP0 && p <= PriorityP3 && (best < 0 || p < best) {
+				best = p
+			}
+		}
+	}
+	if best < 0 {
+		return DefaultPriority
+	}
+	return best
+}
+
 // DefaultMaxRetries is how many times a failed run is retried before the
 // task fails.
 const DefaultMaxRetries = 2
+
+// NoRetries, as NewTask.MaxRetries, fails a task at its first failed run.
+const NoRetries = -1
+
+// MaxRetriesSetting turns a configured number of retries into
+// NewTask.MaxRetries (where 0 means the default).
+func MaxRetriesSetting(n int) int {
+	if n == 0 {
+		return NoRetries
+	}
+	return n
+}
 
 // Task is one unit of agent work: mozi's execution state for an issue or
 // pull request, as stored in task_state.

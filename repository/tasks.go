@@ -33,7 +33,7 @@ type NewTask struct {
 	// Priority is 0 (P0, most urgent) … 3 (P3); callers without a
 	// priority label pass DefaultPriority.
 	Priority       int
-	MaxRetries     int // 0: DefaultMaxRetries
+	MaxRetries     int // 0: DefaultMaxRetries; NoRetries: none
 	DependsOn      []int
 	Meta           Meta
 	IssueBody      string
@@ -92,7 +92,10 @@ func createTask(ctx context.Context, q querier, n NewTask) (Task, error) {
 		return Task{}, fmt.Errorf("create task: encode meta: %w", err)
 	}
 	maxRetries := n.MaxRetries
-	if maxRetries <= 0 {
+	switch {
+	case maxRetries == NoRetries:
+		maxRetries = 0
+	case maxRetries <= 0:
 		maxRetries = DefaultMaxRetries
 	}
 	depends := n.DependsOn
@@ -294,3 +297,12 @@ func setTaskMeta(ctx context.Context, q querier, id int64, m Meta) error {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// qualify prefixes each column of a column list with alias.
+func qualify(alias, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = alias + "." + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -46,9 +46,9 @@ type Change struct {
 	// transition only happens while this runner holds the lease.
 	LeaseOwner string
 	LeaseTTL   time.Duration // claim: how long the lease lasts (default 1m)
-	NotBefore  time.Time     // retry: when the task may run again (zero: now)
+	NotBefore  time.Time     // retry, release: when the task may run again (zero: now)
 	PRNumber   int           // open_review: the pull request (0: keep)
-	Error      string        // retry, fail, cancel: why
+	Error      string        // retry, release, fail, cancel: why
 }
 
 // Result says whether a transition happened and what the status was when
@@ -84,7 +84,11 @@ var rules = map[Event]rule{
 		guard: ` AND t.lease_owner IS NOT DISTINCT FROM $3`,
 		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner)} },
 	},
-	EventRelease: {from: []Status{StatusClaimed}, to: StatusPending, set: clearLease},
+	EventRelease: {
+		from: []Status{StatusClaimed}, to: StatusPending,
+		set:  clearLease + `, not_before = COALESCE($3, now()), last_error = $4`,
+		args: func(c Change) []any { return []any{nullTime(c.NotBefore), c.Error} },
+	},
 	EventOpenReview: {
 		// From pending too: a PR for the issue already exists (opened by a
 		// previous attempt or a human), so spawning the agent again would

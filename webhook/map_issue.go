@@ -198,7 +198,9 @@ func (e *eventCtx) onIssueClosed(ctx context.Context, i repository.Issue, order 
 	}
 	creator, closer := e.ev.Issue.Author, e.ev.Sender
 	ag, registered := e.agent(creator)
-	if !registered || strings.EqualFold(creator, closer) {
+	// No closer means mozi found the close itself (reconcile): it cannot
+	// tell whether the creator closed it, so it does not notify.
+	if !registered || closer == "" || strings.EqualFold(creator, closer) {
 		return nil
 	}
 	n := e.issueTask(i, repository.ActionIssueClosed, ag.Login)

@@ -161,21 +161,7 @@ func (e *eventCtx) agent(login string) (Agent, bool) { return e.m.cfg.Agents.Loo
 func newer(a, b time.Time) int { return a.Compare(b) }
 
 // priority reads priority/P0…P3 (default P2).
-func priority(labels []string) int {
-	best := -1
-	for _, l := range labels {
-		l = strings.ToLower(strings.TrimSpace(l))
-		if len(l) == len("priority/p0") && strings.HasPrefix(l, "priority/p") {
-			if p := int(l[len(l)-1] - '0'); p >= repository.PriorityP0 && p <= repository.PriorityP3 && (best < 0 || p < best) {
-				best = p
-			}
-		}
-	}
-	if best < 0 {
-		return repository.DefaultPriority
-	}
-	return best
-}
+func priority(labels []string) int { return repository.PriorityFromLabels(labels) }
 
 // spawn is a task the rules want, checked against the guards before it is
 // created.

@@ -37,6 +37,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		BotUser:           cfg.Gitea.BotUser,
 		Agents:            webhookAgents(cfg),
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
+		MaxRetries:        repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
 		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
 		DiscussLabel:      cfg.Webhook.DiscussLabel,
@@ -115,9 +116,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var wakeDispatcher func()
 	processor := webhook.NewProcessor(db.store, mapper.Apply, webhook.ProcessorConfig{
 		MaxAttempts: cfg.Webhook.MaxAttempts, Logger: logger, Metrics: metrics,
+		OnProcessed: func() { wakeDispatcher() },
 	})
+	stateDir, err := stateSubdir(e, cfg, *dataDir, logger)
+	if err != nil {
+		return err
+	}
+	en, err := newEngine(cfg, set, db.store, stateDir, e.getenv, logger, registry, processor.Wake)
+	if err != nil {
+		return err
+	}
+	wakeDispatcher = en.dispatcher.Wake
 	intake, err := webhook.NewIntake(db.store, webhook.IntakeConfig{
 		Secrets: secretValues(cfg.Webhook.Secrets), InsecureNoSignature: *insecure,
 		MaxBodyBytes: cfg.Webhook.MaxBodyBytes, Logger: logger, Metrics: metrics,
@@ -137,6 +149,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		close(processorDone)
 	}()
 
+	stopEngine := en.start()
 	router := newRouter(db.store, registry, logger)
 	router.Post(webhook.Path, intake.ServeHTTP)
 	srv := &http.Server{
@@ -149,24 +162,28 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(listener) }()
-	logger.Info("mozi serving", "listen", listener.Addr().String())
+	logger.Info("mozi serving", "listen", listener.Addr().String(), "runner", en.owner)
 
+	var runErr error
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
 	case err := <-serveErr:
-		return fmt.Errorf("http server: %w", err)
+		runErr = fmt.Errorf("http server: %w", err)
 	}
+	// Intake first, so Gitea retries what arrives now; then claims; then
+	// running agents get their grace period.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("http shutdown", "error", err)
 	}
+	stopEngine()
 	stopBackground()
 	intake.Wait()
 	<-processorDone
 	logger.Info("mozi stopped")
-	return nil
+	return runErr
 }
 
 func describeSource(source string) string {

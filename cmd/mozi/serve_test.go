@@ -25,7 +25,12 @@ import (
 	"github.com/moziplus/mozi/repository/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_AGENT_MODE") != "" {
+		os.Exit(testAgent())
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 var (
 	buildOnce sync.Once

@@ -14,12 +14,13 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Token is the token the fake accepts.
+// Token is mozi's own token on the fake; it acts as user "mozi".
 const Token = "gitea-test-token"
 
 // Server is a running fake Gitea.
@@ -34,8 +35,24 @@ type Server struct {
 	// Fail, when set, may answer a request instead of the fake (return
 	// true when it wrote a response): inject 500s, timeouts, 429s.
 	Fail func(w http.ResponseWriter, r *http.Request) bool
-	// OnComment is called after a comment is posted.
-	OnComment func(repo string, issue int, body string)
+	// OnComment is called after a comment is posted, with its author.
+	OnComment func(repo string, issue int, author, body string)
+	// Users maps more tokens to the logins they act as (agents' tokens).
+	Users map[string]string
+}
+
+// login is the user a request's token acts as ("" for an unknown token).
+func (s *Server) login(r *http.Request) string {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
+	if !ok {
+		return ""
+	}
+	if token == Token {
+		return "mozi"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Users[token]
 }
 
 // APIDir is the recorded API responses' directory in this repository.
@@ -67,6 +84,16 @@ func (tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // Requests is how many API requests the fake answered.
 func (s *Server) Requests() int64 { return s.requests.Load() }
 
+// AddUser lets token act as login.
+func (s *Server) AddUser(token, login string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Users == nil {
+		s.Users = map[string]string{}
+	}
+	s.Users[token] = login
+}
+
 // Comments returns the comments posted on an issue.
 func (s *Server) Comments(repo string, issue int) []string {
 	s.mu.Lock()
@@ -94,7 +121,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.Fail != nil && s.Fail(w, r) {
 		return
 	}
-	if r.Header.Get("Authorization") != "token "+Token && r.URL.Path != "/api/v1/version" {
+	if s.login(r) == "" && r.URL.Path != "/api/v1/version" {
 		s.file(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
@@ -106,7 +133,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.file(w, "user-coder1", http.StatusOK)
 	case r.Method == http.MethodPost && commentsRE.MatchString(p):
 		m := commentsRE.FindStringSubmatch(p)
-		s.postComment(w, r, m[1], m[2])
+		s.postComment(w, r, m[1], m[2], s.login(r))
 	case commentsRE.MatchString(p):
 		m := commentsRE.FindStringSubmatch(p)
 		s.listComments(w, m[1], m[2])
@@ -166,7 +193,7 @@ func (s *Server) listComments(w http.ResponseWriter, repo, issue string) {
 	_ = json.NewEncoder(w).Encode(list)
 }
 
-func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo, issue string) {
+func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo, issue, author string) {
 	var in struct {
 		Body string `json:"body"`
 	}
@@ -176,14 +203,14 @@ func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo, issue
 	}
 	s.mu.Lock()
 	s.nextID++
-	c := map[string]any{"id": s.nextID, "body": in.Body, "user": map[string]any{"login": "mozi", "username": "mozi"},
+	c := map[string]any{"id": s.nextID, "body": in.Body, "user": map[string]any{"login": author, "username": author},
 		"created_at": time.Now().UTC().Format(time.RFC3339), "updated_at": time.Now().UTC().Format(time.RFC3339)}
 	s.comments[repo+"#"+issue] = append(s.comments[repo+"#"+issue], c)
 	onComment := s.OnComment
 	s.mu.Unlock()
 	if onComment != nil {
 		n, _ := strconv.Atoi(issue)
-		onComment(repo, n, in.Body)
+		onComment(repo, n, author, in.Body)
 	}
 	w.Header().Set("Content-Type", "application/json;charset=utf-8")
 	w.WriteHeader(http.StatusCreated)

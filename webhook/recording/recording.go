@@ -117,3 +117,37 @@ func (f Fixture) Request(url string, override map[string]string) (*http.Request,
 func WithDelivery(id string) map[string]string {
 	return map[string]string{"X-Gitea-Delivery": id, "X-Gogs-Delivery": id, "X-GitHub-Delivery": id}
 }
+
+// Edit returns a copy of the delivery with its JSON body changed by change
+// (and the recorded signatures dropped: sign the new body).
+func (f Fixture) Edit(change func(payload map[string]any)) (Fixture, error) {
+	var p map[string]any
+	if err := json.Unmarshal(f.Body, &p); err != nil {
+		return Fixture{}, fmt.Errorf("edit %s: %w", f.Name, err)
+	}
+	change(p)
+	body, err := json.Marshal(p)
+	if err != nil {
+		return Fixture{}, fmt.Errorf("edit %s: %w", f.Name, err)
+	}
+	out := Fixture{Name: f.Name + "-edited", Body: body, Headers: map[string]string{}}
+	for k, v := range f.Headers {
+		switch http.CanonicalHeaderKey(k) {
+		case "X-Gitea-Signature", "X-Gogs-Signature", "X-Hub-Signature", "X-Hub-Signature-256":
+			continue
+		}
+		out.Headers[k] = v
+	}
+	return out, nil
+}
+
+// Find returns the recorded delivery whose name starts with prefix
+// ("019"), or panics.
+func Find(fixtures []Fixture, prefix string) Fixture {
+	for _, f := range fixtures {
+		if strings.HasPrefix(f.Name, prefix) {
+			return f
+		}
+	}
+	panic("no recorded delivery " + prefix)
+}

@@ -45,13 +45,16 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// DataDir holds the embedded PostgreSQL and agent logs (default
 	// $XDG_STATE_HOME/mozi; env MOZI_DATA_DIR; flag --data-dir).
-	DataDir   string    `yaml:"data_dir"`
-	Database  Database  `yaml:"database"`
-	Gitea     Gitea     `yaml:"gitea"`
-	Webhook   Webhook   `yaml:"webhook"`
-	Templates Templates `yaml:"templates"`
-	Log       Log       `yaml:"log"`
-	Agents    []Agent   `yaml:"agents"`
+	DataDir    string     `yaml:"data_dir"`
+	Database   Database   `yaml:"database"`
+	Gitea      Gitea      `yaml:"gitea"`
+	Webhook    Webhook    `yaml:"webhook"`
+	Templates  Templates  `yaml:"templates"`
+	Dispatcher Dispatcher `yaml:"dispatcher"`
+	Spawner    Spawner    `yaml:"spawner"`
+	Ticker     Ticker     `yaml:"ticker"`
+	Log        Log        `yaml:"log"`
+	Agents     []Agent    `yaml:"agents"`
 
 	// Source is the file the configuration came from ("" for defaults).
 	Source string `yaml:"-"`
@@ -115,6 +118,64 @@ type Templates struct {
 	Override string `yaml:"override"`
 }
 
+// Dispatcher configures claiming and the guardrails.
+type Dispatcher struct {
+	// MaxConcurrency caps the agent processes this mozi runs at once
+	// (default 4).
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// LeaseTTL is how long a run's lease lasts without a heartbeat; a run
+	// whose lease expires is rescued (default 60s).
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// PollInterval is the safety-net claim interval (default 5s).
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// SpawnsPerIssuePerDay and SpawnsPerAgentPerDay are spawn budgets
+	// (defaults 20 and 200).
+	SpawnsPerIssuePerDay int `yaml:"spawns_per_issue_per_day"`
+	SpawnsPerAgentPerDay int `yaml:"spawns_per_agent_per_day"`
+	// MaxRetries of new tasks: failed runs retried before the task fails
+	// (default 2).
+	MaxRetries *int `yaml:"max_retries"`
+}
+
+// Spawner configures agent processes.
+type Spawner struct {
+	// KillGrace is how long SIGTERM has before SIGKILL (default 10s).
+	KillGrace time.Duration `yaml:"kill_grace"`
+	// ShutdownGrace is how long running agents may finish when mozi stops
+	// before they are killed and their attempts recorded as interrupted
+	// (default 30s).
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// FailureComment posts one comment on the issue when a task fails for
+	// good (default true).
+	FailureComment *bool `yaml:"failure_comment"`
+	// OutputTailBytes of each attempt's output kept in the database (default
+	// 16384); the whole output is in the attempt's log file.
+	OutputTailBytes int `yaml:"output_tail_bytes"`
+	// RetryBase and RetryMax shape the backoff between attempts (defaults
+	// 30s and 30m).
+	RetryBase time.Duration `yaml:"retry_base"`
+	RetryMax  time.Duration `yaml:"retry_max"`
+}
+
+// Ticker configures the periodic safety net.
+type Ticker struct {
+	// LeaderTTL is the ticker leader's lease; a replica that dies is
+	// replaced after at most this long (default 15s).
+	LeaderTTL time.Duration `yaml:"leader_ttl"`
+	// SweepEvery runs the quick sweeps: runs whose lease expired, complete
+	// rounds, due discussions, queued mentions, orphaned tasks (default 10s).
+	SweepEvery time.Duration `yaml:"sweep_every"`
+	// ReconcileEvery re-reads from Gitea the issues live tasks wait on
+	// (default 5m).
+	ReconcileEvery time.Duration `yaml:"reconcile_every"`
+	// StatusPollEvery polls commit statuses of pull requests in review
+	// (default 2m).
+	StatusPollEvery time.Duration `yaml:"status_poll_every"`
+	// Retention keeps processed deliveries and finished tasks' logs
+	// (default 720h, 30 days).
+	Retention time.Duration `yaml:"retention"`
+}
+
 // Log configures mozi's own logging.
 type Log struct {
 	// Level is debug, info, warn or error (default info; env MOZI_LOG_LEVEL).
@@ -156,6 +217,15 @@ type Agent struct {
 	Disabled bool `yaml:"disabled"`
 	// Timeout is the wall-clock limit of one run (default 30m).
 	Timeout time.Duration `yaml:"timeout"`
+	// MaxCostUSD and MaxTokens kill a run that reports more (presets that
+	// report usage, or a MOZI_USAGE line); 0: no limit.
+	MaxCostUSD float64 `yaml:"max_cost_usd"`
+	MaxTokens  int64   `yaml:"max_tokens"`
+	// Env are extra environment variables for the agent.
+	Env map[string]string `yaml:"env"`
+	// PassEnv names variables of mozi's environment the agent gets too
+	// (an API key its CLI needs); MOZI_* variables are never passed.
+	PassEnv []string `yaml:"pass_env"`
 }
 
 // Load reads the configuration. path is the --config flag; when empty,
@@ -295,6 +365,32 @@ func (c *Config) applyDefaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
+	d := &c.Dispatcher
+	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, 4)
+	d.LeaseTTL = cmp.Or(d.LeaseTTL, time.Minute)
+	d.PollInterval = cmp.Or(d.PollInterval, 5*time.Second)
+	d.SpawnsPerIssuePerDay = cmp.Or(d.SpawnsPerIssuePerDay, 20)
+	d.SpawnsPerAgentPerDay = cmp.Or(d.SpawnsPerAgentPerDay, 200)
+	if d.MaxRetries == nil {
+		two := 2
+		d.MaxRetries = &two
+	}
+	sp := &c.Spawner
+	sp.KillGrace = cmp.Or(sp.KillGrace, 10*time.Second)
+	sp.ShutdownGrace = cmp.Or(sp.ShutdownGrace, 30*time.Second)
+	if sp.FailureComment == nil {
+		yes := true
+		sp.FailureComment = &yes
+	}
+	sp.OutputTailBytes = cmp.Or(sp.OutputTailBytes, 16<<10)
+	sp.RetryBase = cmp.Or(sp.RetryBase, 30*time.Second)
+	sp.RetryMax = cmp.Or(sp.RetryMax, 30*time.Minute)
+	tk := &c.Ticker
+	tk.LeaderTTL = cmp.Or(tk.LeaderTTL, 15*time.Second)
+	tk.SweepEvery = cmp.Or(tk.SweepEvery, 10*time.Second)
+	tk.ReconcileEvery = cmp.Or(tk.ReconcileEvery, 5*time.Minute)
+	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, 2*time.Minute)
+	tk.Retention = cmp.Or(tk.Retention, 30*24*time.Hour)
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.MaxConcurrency == 0 {
@@ -363,6 +459,30 @@ func (c *Config) validate() error {
 			return c.fail(key, "%q is not a regular expression: %v", re, err)
 		}
 	}
+	for key, d := range map[string]time.Duration{"dispatcher.lease_ttl": c.Dispatcher.LeaseTTL,
+		"dispatcher.poll_interval": c.Dispatcher.PollInterval, "spawner.kill_grace": c.Spawner.KillGrace,
+		"spawner.shutdown_grace": c.Spawner.ShutdownGrace, "spawner.retry_base": c.Spawner.RetryBase,
+		"spawner.retry_max": c.Spawner.RetryMax, "ticker.reconcile_every": c.Ticker.ReconcileEvery,
+		"ticker.status_poll_every": c.Ticker.StatusPollEvery, "ticker.retention": c.Ticker.Retention,
+		"ticker.leader_ttl": c.Ticker.LeaderTTL, "ticker.sweep_every": c.Ticker.SweepEvery} {
+		if d < 0 {
+			return c.fail(key, "must be positive, got %s", d)
+		}
+	}
+	if c.Dispatcher.LeaseTTL < 3*time.Second {
+		return c.fail("dispatcher.lease_ttl", "must be at least 3s (heartbeats renew it every third), got %s", c.Dispatcher.LeaseTTL)
+	}
+	if n := *c.Dispatcher.MaxRetries; n < 0 || n > 100 {
+		return c.fail("dispatcher.max_retries", "must be between 0 and 100, got %d", n)
+	}
+	for key, n := range map[string]int{"dispatcher.max_concurrency": c.Dispatcher.MaxConcurrency,
+		"dispatcher.spawns_per_issue_per_day": c.Dispatcher.SpawnsPerIssuePerDay,
+		"dispatcher.spawns_per_agent_per_day": c.Dispatcher.SpawnsPerAgentPerDay,
+		"spawner.output_tail_bytes":           c.Spawner.OutputTailBytes} {
+		if n < 1 {
+			return c.fail(key, "must be at least 1, got %d", n)
+		}
+	}
 	if !slices.Contains([]string{"en", "zh"}, c.Templates.Locale) {
 		return c.fail("templates.locale", "unknown locale %q (want en or zh)", c.Templates.Locale)
 	}
@@ -424,6 +544,19 @@ func (c *Config) validateAgents() error {
 		}
 		if a.Timeout < 0 {
 			return c.fail(key+".timeout", "must be positive")
+		}
+		if a.MaxCostUSD < 0 || a.MaxTokens < 0 {
+			return c.fail(key, "budgets must not be negative")
+		}
+		for j, name := range a.PassEnv {
+			if !envVarRE.MatchString(name) || strings.HasPrefix(name, "MOZI_") {
+				return c.fail(fmt.Sprintf("%s.pass_env[%d]", key, j), "%q cannot be passed to an agent", name)
+			}
+		}
+		for name := range a.Env {
+			if !envVarRE.MatchString(name) || strings.HasPrefix(name, "MOZI_") {
+				return c.fail(key+".env."+name, "%q cannot be set for an agent", name)
+			}
 		}
 		for j, f := range a.RoleFiles {
 			if f == "" {

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/templates"
+)
+
+func runTasks(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "tasks")
+	configPath := fs.String("config", "", "configuration file")
+	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
+	status := fs.String("status", "", "only tasks with this status")
+	repo := fs.String("repo", "", "only tasks of this repository (owner/name)")
+	agent := fs.String("agent", "", "only tasks of this agent")
+	limit := fs.Int("limit", 50, "how many, newest first")
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("tasks takes no arguments (see mozi task for one task)")
+	}
+	filter := repository.TaskFilter{Repo: *repo, Agent: *agent, Limit: *limit}
+	if *status != "" {
+		st, err := repository.ParseStatus(*status)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		filter.Status = st
+	}
+	_, db, err := openForCLI(ctx, e, *configPath, *dataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tasks, err := db.store.ListTasks(ctx, filter)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, t := range tasks {
+			if err := enc.Encode(taskJSON(t)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tACTION\tAGENT\tISSUE\tPR\tPRIO\tTRIES\tUPDATED\tLAST ERROR")
+	for _, t := range tasks {
+		action := string(t.ActionType)
+		if t.BusinessType != "" {
+			action += "/" + string(t.BusinessType)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s#%d\t%s\tP%d\t%d/%d\t%s\t%s\n", t.ID, t.Status, action, t.Agent,
+			t.Repo, t.IssueNumber, numOrDash(t.PRNumber), t.Priority, t.RetryCount, t.MaxRetries,
+			t.UpdatedAt.Local().Format(time.DateTime), oneLine(t.LastError, 60))
+	}
+	return tw.Flush()
+}
+
+func numOrDash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return "#" + strconv.Itoa(n)
+}
+
+func taskJSON(t repository.Task) map[string]any {
+	return map[string]any{
+		"id": t.ID, "repo": t.Repo, "issue": t.IssueNumber, "pr": t.PRNumber, "parent": t.ParentIssue,
+		"action_type": t.ActionType, "business_type": t.BusinessType, "agent": t.Agent, "status": t.Status,
+		"retry_count": t.RetryCount, "max_retries": t.MaxRetries, "dispatch_count": t.DispatchCount,
+		"priority": t.Priority, "depends_on": t.DependsOn, "hop_count": t.HopCount, "not_before": t.NotBefore,
+		"lease_owner": t.LeaseOwner, "last_error": t.LastError, "created_at": t.CreatedAt, "updated_at": t.UpdatedAt,
+		"meta": t.Meta,
+	}
+}
+
+func runTask(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "task")
+	configPath := fs.String("config", "", "configuration file")
+	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
+	repo := fs.String("repo", "", "create: repository owner/name")
+	issue := fs.Int("issue", 0, "create: issue or pull request number")
+	action := fs.String("action", "", "create: action type")
+	agent := fs.String("agent", "", "create: agent login")
+	business := fs.String("business", "", "create: business type of an issue_assigned task (default from labels)")
+	reason := fs.String("reason", "cancelled by an operator", "cancel: why")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("task needs: show ID | retry ID | cancel ID | create --repo R --issue N --action A --agent X")
+	}
+	verb := fs.Arg(0)
+	var id int64
+	if verb != "create" {
+		if fs.NArg() != 2 {
+			return usagef("task %s needs one task ID", verb)
+		}
+		n, err := strconv.ParseInt(fs.Arg(1), 10, 64)
+		if err != nil || n <= 0 {
+			return usagef("task %s: %q is not a task ID", verb, fs.Arg(1))
+		}
+		id = n
+	}
+	cfg, db, err := openForCLI(ctx, e, *configPath, *dataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch verb {
+	case "show":
+		return showTask(ctx, e, db.store, id)
+	case "retry":
+		res, err := db.store.Apply(ctx, id, repository.EventRequeue, repository.Change{})
+		if err != nil {
+			return err
+		}
+		if !res.Applied {
+			return fmt.Errorf("task %d is %s: only failed and cancelled tasks can be retried", id, res.From)
+		}
+		fmt.Fprintf(e.stdout, "task %d is pending again (was %s)\n", id, res.From)
+	case "cancel":
+		res, err := db.store.Apply(ctx, id, repository.EventCancel, repository.Change{Error: *reason})
+		if err != nil {
+			return err
+		}
+		if !res.Applied {
+			return fmt.Errorf("task %d is already %s", id, res.From)
+		}
+		fmt.Fprintf(e.stdout, "task %d cancelled (was %s)\n", id, res.From)
+	case "create":
+		a, err := repository.ParseActionType(*action)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		if *repo == "" || *issue <= 0 || *agent == "" {
+			return usagef("task create needs --repo, --issue, --action and --agent")
+		}
+		if _, ok := cfg.Agent(*agent); !ok {
+			return fmt.Errorf("agent %q is not declared in the configuration", *agent)
+		}
+		n := repository.NewTask{Repo: *repo, IssueNumber: *issue, ActionType: a, Agent: *agent,
+			Priority: repository.DefaultPriority, MaxRetries: repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+			Meta: repository.Meta{Event: "operator"}}
+		if cached, ok, err := db.store.Issue(ctx, *repo, *issue); err == nil && ok {
+			n.Meta.Title, n.Meta.Labels, n.IssueBody, n.IssueUpdatedAt = cached.Title, cached.Labels, cached.Body, cached.UpdatedAt
+			n.ParentIssue, n.DependsOn, n.Priority = cached.ParentIssue, cached.DependsOn, repository.PriorityFromLabels(cached.Labels)
+		}
+		if a == repository.ActionIssueAssigned {
+			n.BusinessType = templates.RouteBusinessType(n.Meta.Labels)
+			if *business != "" {
+				if n.BusinessType, err = repository.ParseBusinessType(*business); err != nil {
+					return usagef("%v", err)
+				}
+			}
+		}
+		t, err := db.store.CreateTask(ctx, n)
+		if errors.Is(err, repository.ErrDuplicateTask) {
+			return fmt.Errorf("a live %s task of %s on %s#%d exists already", a, *agent, *repo, *issue)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "task %d created (pending)\n", t.ID)
+	default:
+		return usagef("task: unknown action %q (want show, retry, cancel or create)", verb)
+	}
+	return nil
+}
+
+func showTask(ctx context.Context, e *env, store *repository.Store, id int64) error {
+	t, err := store.Task(ctx, id)
+	if err != nil {
+		return err
+	}
+	attempts, err := store.Attempts(ctx, id)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "task %d: %s", t.ID, t.ActionType)
+	if t.BusinessType != "" {
+		fmt.Fprintf(w, "/%s", t.BusinessType)
+	}
+	fmt.Fprintf(w, " for %s on %s#%d — %s\n", t.Agent, t.Repo, t.IssueNumber, t.Status)
+	fmt.Fprintf(w, "  title:       %s\n", t.Meta.Title)
+	fmt.Fprintf(w, "  priority:    P%d   retries: %d of %d   dispatches: %d   hops: %d\n",
+		t.Priority, t.RetryCount, t.MaxRetries, t.DispatchCount, t.HopCount)
+	if t.PRNumber > 0 {
+		fmt.Fprintf(w, "  pull request: #%d\n", t.PRNumber)
+	}
+	if t.ParentIssue > 0 || len(t.DependsOn) > 0 {
+		fmt.Fprintf(w, "  parent:      %s   depends on: %v\n", numOrDash(t.ParentIssue), t.DependsOn)
+	}
+	fmt.Fprintf(w, "  created:     %s   updated: %s\n", t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
+	if t.Status == repository.StatusPending && t.NotBefore.After(time.Now()) {
+		fmt.Fprintf(w, "  waits until: %s\n", t.NotBefore.Local().Format(time.DateTime))
+	}
+	if t.LeaseOwner != "" {
+		fmt.Fprintf(w, "  running on:  %s (lease until %s)\n", t.LeaseOwner, t.LeaseExpiresAt.Local().Format(time.TimeOnly))
+	}
+	if t.LastError != "" {
+		fmt.Fprintf(w, "  last error:  %s\n", t.LastError)
+	}
+	if len(t.Meta.Report) > 0 {
+		fmt.Fprintln(w, "  [Action Report]:")
+		for k, v := range t.Meta.Report {
+			fmt.Fprintf(w, "    %s: %s\n", k, v)
+		}
+		if len(t.Meta.ReportMissed) > 0 {
+			fmt.Fprintf(w, "    missing: %v\n", t.Meta.ReportMissed)
+		}
+	}
+	fmt.Fprintf(w, "\nattempts (%d):\n", len(attempts))
+	for _, a := range attempts {
+		code := "-"
+		if a.ExitCode != nil {
+			code = strconv.Itoa(*a.ExitCode)
+		}
+		fmt.Fprintf(w, "  #%d %s  %-15s exit %s  %s  on %s\n", a.Attempt, a.StartedAt.Local().Format(time.DateTime),
+			a.Outcome, code, a.Duration.Round(time.Millisecond), a.Runner)
+		if a.Error != "" {
+			fmt.Fprintf(w, "     error: %s\n", a.Error)
+		}
+		if a.TokensIn+a.TokensOut > 0 || a.CostUSD > 0 {
+			fmt.Fprintf(w, "     usage: %d tokens in, %d out, $%.4f\n", a.TokensIn, a.TokensOut, a.CostUSD)
+		}
+		if a.LogPath != "" {
+			fmt.Fprintf(w, "     log:   %s\n", a.LogPath)
+		}
+	}
+	if n := len(attempts); n > 0 && attempts[n-1].OutputTail != "" {
+		fmt.Fprintf(w, "\noutput of attempt #%d (tail):\n%s\n", attempts[n-1].Attempt, attempts[n-1].OutputTail)
+	}
+	return nil
+}

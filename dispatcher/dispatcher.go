@@ -1,0 +1,315 @@
+// Package dispatcher claims due tasks and hands them to the spawner. It
+// wakes within milliseconds of new work (PostgreSQL LISTEN/NOTIFY across
+// replicas, and an in-process signal), keeps a global and a per-agent
+// concurrency limit, and checks guardrails before anything is spawned.
+//
+// Invariant: a task is spawned only after a claim that moved it from
+// pending to claimed in the database, under a lock every replica shares,
+// so no two runners ever spawn the same task.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/moziplus/mozi/repository"
+)
+
+// Handler runs a claimed task (the spawner).
+type Handler interface {
+	Handle(ctx context.Context, t repository.Task)
+}
+
+// Store is what the dispatcher claims from (repository.Store).
+type Store interface {
+	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]repository.Task, error)
+	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
+	SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (int, int, error)
+}
+
+// IssueSource answers the dependency guardrail (repository.IssueReader).
+type IssueSource interface {
+	Issue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	BlockedBy(ctx context.Context, repo string, number int) ([]int, error)
+}
+
+// Agent is an agent the dispatcher may spawn.
+type Agent struct {
+	Login          string
+	MaxConcurrency int
+	Enabled        bool
+}
+
+// Config configures the dispatcher; zero fields take defaults.
+type Config struct {
+	// Owner names this runner (lease holder).
+	Owner string
+	// MaxConcurrency caps agent processes this mozi runs at once (default 4).
+	MaxConcurrency int
+	Agents         []Agent
+	// LeaseTTL of a claim (default 60s).
+	LeaseTTL time.Duration
+	// PollInterval is the safety net when no wake-up comes (default 5s).
+	PollInterval time.Duration
+	// SpawnsPerIssuePerDay and SpawnsPerAgentPerDay are spawn budgets over
+	// 24 hours (defaults 20 and 200); a task over budget waits an hour.
+	SpawnsPerIssuePerDay int
+	SpawnsPerAgentPerDay int
+	// MaxHops fails mention tasks deeper in an agent-to-agent chain
+	// (default 4).
+	MaxHops int
+	// MaxDispatches fails a task dispatched this often without finishing,
+	// rescues included (default: its max_retries + 5).
+	MaxDispatches int
+	Logger        *slog.Logger
+	Metrics       *Metrics
+	Now           func() time.Time
+}
+
+// Dispatcher is the claim loop.
+type Dispatcher struct {
+	cfg     Config
+	store   Store
+	issues  IssueSource
+	handler Handler
+	wake    chan struct{}
+	freed   chan struct{}
+	running atomic.Int64
+	wg      sync.WaitGroup
+}
+
+// New builds a dispatcher; issues may be nil (no dependency guardrail).
+func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatcher {
+	if cfg.MaxConcurrency <= 0 {
+		cfg.MaxConcurrency = 4
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = time.Minute
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 5 * time.Second
+	}
+	if cfg.SpawnsPerIssuePerDay <= 0 {
+		cfg.SpawnsPerIssuePerDay = 20
+	}
+	if cfg.SpawnsPerAgentPerDay <= 0 {
+		cfg.SpawnsPerAgentPerDay = 200
+	}
+	if cfg.MaxHops <= 0 {
+		cfg.MaxHops = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Dispatcher{cfg: cfg, store: store, issues: issues, handler: handler,
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+}
+
+// Wake asks for a claim now. It never blocks.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running is how many tasks this dispatcher is running.
+func (d *Dispatcher) Running() int { return int(d.running.Load()) }
+
+// Run claims and hands out tasks until claimCtx ends; the handlers get
+// runCtx, which the caller ends later (after a grace period) to kill what
+// still runs. Run returns when it stopped claiming; Wait waits for the
+// handlers.
+func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
+	agents := d.enabledAgents()
+	if len(agents) == 0 {
+		d.cfg.Logger.Warn("no enabled agent declared: nothing will be spawned")
+	}
+	for claimCtx.Err() == nil {
+		free := d.cfg.MaxConcurrency - d.Running()
+		claimed := 0
+		if free > 0 && len(agents) > 0 {
+			tasks, err := d.store.ClaimTasks(claimCtx, repository.ClaimRequest{Owner: d.cfg.Owner, Limit: free,
+				LeaseTTL: d.cfg.LeaseTTL, Agents: agents})
+			switch {
+			case err != nil && claimCtx.Err() == nil:
+				d.cfg.Logger.Error("claim failed", "error", err)
+			case err == nil:
+				claimed = len(tasks)
+				for _, t := range tasks {
+					d.start(runCtx, t)
+				}
+			}
+		}
+		if claimed > 0 && claimed == free {
+			continue // maybe more is due; slots will tell
+		}
+		select {
+		case <-claimCtx.Done():
+		case <-d.wake:
+		case <-d.freed:
+		case <-time.After(d.cfg.PollInterval):
+		}
+	}
+}
+
+// Wait blocks until every started handler returned.
+func (d *Dispatcher) Wait() { d.wg.Wait() }
+
+func (d *Dispatcher) start(ctx context.Context, t repository.Task) {
+	d.running.Add(1)
+	d.cfg.Metrics.claims.Inc()
+	d.wg.Go(func() {
+		defer func() {
+			d.running.Add(-1)
+			select {
+			case d.freed <- struct{}{}:
+			default:
+			}
+		}()
+		if d.guard(ctx, t) {
+			d.handler.Handle(ctx, t)
+		}
+	})
+}
+
+func (d *Dispatcher) enabledAgents() []repository.AgentLimit {
+	var out []repository.AgentLimit
+	for _, a := range d.cfg.Agents {
+		if a.Enabled {
+			out = append(out, repository.AgentLimit{Login: a.Login, MaxConcurrency: a.MaxConcurrency})
+		}
+	}
+	return out
+}
+
+// guard checks the guardrails of a claimed task. A task that may never run
+// fails; one that must wait goes back to pending with a not_before.
+func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
+	log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent,
+		"action_type", t.ActionType)
+	bg := context.WithoutCancel(ctx)
+	fail := func(reason, why string) bool {
+		log.Warn("guardrail: task failed", "guardrail", reason, "reason", why)
+		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
+		if _, err := d.store.Apply(bg, t.ID, repository.EventFail, repository.Change{Error: why}); err != nil {
+			log.Error("task not failed", "error", err)
+		}
+		return false
+	}
+	hold := func(reason, why string, wait time.Duration) bool {
+		log.Info("guardrail: task waits", "guardrail", reason, "reason", why, "wait", wait.String())
+		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
+		if _, err := d.store.Apply(bg, t.ID, repository.EventRelease, repository.Change{
+			NotBefore: d.cfg.Now().Add(wait), Error: why}); err != nil {
+			log.Error("task not released", "error", err)
+		}
+		return false
+	}
+	i := slices.IndexFunc(d.cfg.Agents, func(a Agent) bool { return strings.EqualFold(a.Login, t.Agent) })
+	switch {
+	case i < 0:
+		return fail("agent_unknown", "agent "+t.Agent+" is not declared in mozi's configuration")
+	case !d.cfg.Agents[i].Enabled:
+		return hold("agent_disabled", "agent "+t.Agent+" is disabled", time.Hour)
+	case t.HopCount > d.cfg.MaxHops:
+		return fail("hops", fmt.Sprintf("mention chain of %d hops is longer than the %d allowed", t.HopCount, d.cfg.MaxHops))
+	}
+	maxDispatches := d.cfg.MaxDispatches
+	if maxDispatches <= 0 {
+		maxDispatches = t.MaxRetries + 5
+	}
+	if t.DispatchCount > maxDispatches {
+		return fail("dispatches", fmt.Sprintf("dispatched %d times without finishing", t.DispatchCount))
+	}
+	perIssue, perAgent, err := d.store.SpawnCounts(ctx, t.Repo, t.IssueNumber, t.Agent, d.cfg.Now().Add(-24*time.Hour))
+	if err != nil {
+		return hold("error", err.Error(), time.Minute)
+	}
+	if t.IssueNumber > 0 && perIssue >= d.cfg.SpawnsPerIssuePerDay {
+		return hold("issue_budget", fmt.Sprintf("%d spawns on this issue in 24h (budget %d)", perIssue, d.cfg.SpawnsPerIssuePerDay), time.Hour)
+	}
+	if perAgent >= d.cfg.SpawnsPerAgentPerDay {
+		return hold("agent_budget", fmt.Sprintf("%d spawns of %s in 24h (budget %d)", perAgent, t.Agent, d.cfg.SpawnsPerAgentPerDay), time.Hour)
+	}
+	if blocker, err := d.openDependency(ctx, t); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return hold("shutdown", "mozi is shutting down", 0)
+		}
+		return hold("dependencies", "dependencies unknown: "+err.Error(), 2*time.Minute)
+	} else if blocker > 0 {
+		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), 2*time.Minute)
+	}
+	return true
+}
+
+// openDependency returns an issue this one waits for that is still open:
+// its Depends: lines and Gitea's native blocked-by, read fresh enough.
+func (d *Dispatcher) openDependency(ctx context.Context, t repository.Task) (int, error) {
+	if d.issues == nil || t.IssueNumber == 0 || t.ActionType != repository.ActionIssueAssigned {
+		return 0, nil
+	}
+	deps := slices.Clone(t.DependsOn)
+	blocked, err := d.issues.BlockedBy(ctx, t.Repo, t.IssueNumber)
+	if err != nil {
+		return 0, err
+	}
+	deps = append(deps, blocked...)
+	for _, n := range deps {
+		if n == t.IssueNumber {
+			continue
+		}
+		issue, err := d.issues.Issue(ctx, t.Repo, n)
+		if errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrUnavailable) {
+			// A dependency that does not exist, or that mozi cannot know
+			// without a Gitea, blocks nothing.
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if !issue.Closed() {
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+// Metrics are the dispatcher's collectors.
+type Metrics struct {
+	claims     prometheus.Counter
+	guardrails *prometheus.CounterVec
+}
+
+// NewMetrics creates the collectors on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		claims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mozi_dispatcher_claims_total",
+			Help: "Tasks claimed by this mozi.",
+		}),
+		guardrails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mozi_guardrail_hits_total",
+			Help: "Claimed tasks stopped by a guardrail, by guardrail (agent_unknown, agent_disabled, hops, dispatches, issue_budget, agent_budget, dependencies).",
+		}, []string{"guardrail"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.claims, m.guardrails)
+	}
+	return m
+}

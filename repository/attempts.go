@@ -1,0 +1,121 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Attempt outcomes.
+const (
+	AttemptRunning     = "running"
+	AttemptSucceeded   = "succeeded" // exit 0
+	AttemptFailed      = "failed"    // non-zero exit
+	AttemptTimeout     = "timeout"   // killed at its wall-clock limit
+	AttemptBudget      = "budget_exceeded"
+	AttemptInterrupted = "interrupted" // mozi shut down; not counted as a failure
+	AttemptRescued     = "rescued"     // its runner died
+	AttemptSpawnError  = "spawn_error" // the command could not start
+	AttemptLost        = "lease_lost"  // another runner took the task over
+)
+
+// Attempt is one spawn of an agent for a task.
+type Attempt struct {
+	ID         int64
+	TaskID     int64
+	Attempt    int
+	Agent      string
+	Runner     string
+	Repo       string
+	Issue      int
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   *int
+	Outcome    string
+	Error      string
+	OutputTail string
+	LogPath    string
+	Duration   time.Duration
+	TokensIn   int64
+	TokensOut  int64
+	CostUSD    float64
+}
+
+// StartAttempt records that a task's agent is being spawned.
+func (s *Store) StartAttempt(ctx context.Context, t Task, runner, logPath string) (Attempt, error) {
+	a := Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
+		Issue: t.IssueNumber, LogPath: logPath, Outcome: AttemptRunning}
+	err := s.pool.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
+			issue_number, log_path) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (task_id, attempt) DO UPDATE SET started_at = now(), runner = EXCLUDED.runner,
+			finished_at = NULL, outcome = 'running', log_path = EXCLUDED.log_path
+		RETURNING id, started_at`,
+		a.TaskID, a.Attempt, a.Agent, a.Runner, a.Repo, a.Issue, a.LogPath).Scan(&a.ID, &a.StartedAt)
+	if err != nil {
+		return Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", a.Attempt, t.ID, err)
+	}
+	return a, nil
+}
+
+// FinishAttempt records how an attempt ended.
+func (s *Store) FinishAttempt(ctx context.Context, a Attempt) error {
+	var cost *float64
+	if a.CostUSD > 0 {
+		cost = &a.CostUSD
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), exit_code = $2, outcome = $3,
+			error = $4, output_tail = $5, duration_ms = $6, tokens_in = NULLIF($7, 0),
+			tokens_out = NULLIF($8, 0), cost_usd = $9
+		WHERE id = $1`,
+		a.ID, a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration.Milliseconds(), a.TokensIn, a.TokensOut, cost)
+	if err != nil {
+		return fmt.Errorf("finish attempt %d of task %d: %w", a.Attempt, a.TaskID, err)
+	}
+	return nil
+}
+
+// Attempts lists a task's attempts, oldest first.
+func (s *Store) Attempts(ctx context.Context, taskID int64) ([]Attempt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, task_id, attempt, agent, runner, repo, issue_number,
+			started_at, finished_at, exit_code, outcome, error, output_tail, log_path,
+			COALESCE(duration_ms, 0), COALESCE(tokens_in, 0), COALESCE(tokens_out, 0), COALESCE(cost_usd, 0)::float8
+		FROM task_attempts WHERE task_id = $1 ORDER BY attempt, id`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of task %d: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var (
+			a        Attempt
+			finished *time.Time
+			ms       int64
+			exit     *int32
+		)
+		if err := rows.Scan(&a.ID, &a.TaskID, &a.Attempt, &a.Agent, &a.Runner, &a.Repo, &a.Issue,
+			&a.StartedAt, &finished, &exit, &a.Outcome, &a.Error, &a.OutputTail, &a.LogPath, &ms,
+			&a.TokensIn, &a.TokensOut, &a.CostUSD); err != nil {
+			return nil, fmt.Errorf("scan attempt: %w", err)
+		}
+		a.FinishedAt, a.Duration = derefTime(finished), time.Duration(ms)*time.Millisecond
+		if exit != nil {
+			code := int(*exit)
+			a.ExitCode = &code
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// SpawnCounts counts the attempts started since for an issue and for an
+// agent: the spawn budgets.
+func (s *Store) SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (perIssue, perAgent int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM task_attempts WHERE repo = $1 AND issue_number = $2 AND started_at > $4),
+			(SELECT count(*) FROM task_attempts WHERE agent = $3 AND started_at > $4)`,
+		repo, issue, agent, since).Scan(&perIssue, &perAgent)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count spawns of %s#%d and %s: %w", repo, issue, agent, err)
+	}
+	return perIssue, perAgent, nil
+}

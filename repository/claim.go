@@ -1,0 +1,196 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// AgentLimit is an agent the dispatcher may spawn and its concurrency cap,
+// counted across every mozi process on the database.
+type AgentLimit struct {
+	Login          string
+	MaxConcurrency int
+}
+
+// ClaimRequest asks for due tasks.
+type ClaimRequest struct {
+	// Owner names the claiming runner (the lease holder).
+	Owner string
+	// Limit is how many tasks to claim at most (the runner's free slots).
+	Limit int
+	// LeaseTTL is how long the claim lasts without a heartbeat.
+	LeaseTTL time.Duration
+	// Agents are the enabled agents; tasks of others are not claimed.
+	Agents []AgentLimit
+}
+
+// claimLockKey serialises claims across replicas so that per-agent limits,
+// counted from the database, hold exactly.
+const claimLockKey = 0x6d6f7a69 // "mozi"
+
+// claimSQL picks due tasks: pending, not_before passed, for issue work
+// their Depends: and blocked-by issues not open (notifications, reviews and
+// mentions do not wait for dependencies), their agent enabled and under its limit, no
+// run of the same agent live on the same issue; highest priority first;
+// at most one per (issue, agent) per claim. Rows another transaction holds
+// are skipped.
+var claimSQL = `
+WITH agents AS (
+    SELECT login, lim FROM unnest($1::text[], $2::int[]) AS a(login, lim)
+), running AS (
+    SELECT agent, count(*) AS n FROM task_state
+    WHERE lease_owner IS NOT NULL AND lease_expires_at > now() GROUP BY agent
+), ready AS (
+    SELECT t.id, t.agent, t.repo, t.issue_number, t.priority, t.not_before
+    FROM task_state t
+    WHERE t.status = 'pending' AND t.not_before <= now() AND t.agent = ANY($1)
+      AND NOT EXISTS (
+        SELECT 1 FROM task_state r
+        WHERE r.repo = t.repo AND r.issue_number = t.issue_number AND r.agent = t.agent
+          AND r.lease_owner IS NOT NULL AND r.lease_expires_at > now())
+      AND (t.action_type <> 'issue_assigned' OR NOT EXISTS (
+        SELECT 1
+        FROM unnest(t.depends_on || COALESCE(
+            (SELECT i.blocked_by FROM issues i WHERE i.repo = t.repo AND i.number = t.issue_number),
+            '{}'::integer[])) AS d(n)
+        JOIN issues dep ON dep.repo = t.repo AND dep.number = d.n
+        WHERE dep.state = 'open' AND d.n <> t.issue_number))
+    ORDER BY t.priority, t.not_before, t.id
+    LIMIT $4
+), one_per_issue AS (
+    SELECT * FROM (
+        SELECT r.*, row_number() OVER (PARTITION BY r.repo, r.issue_number, r.agent
+                                       ORDER BY r.priority, r.not_before, r.id) AS nth_issue
+        FROM ready r) x
+    WHERE nth_issue = 1
+), within_limit AS (
+    SELECT o.id, o.priority, o.not_before FROM (
+        SELECT o.*, row_number() OVER (PARTITION BY o.agent ORDER BY o.priority, o.not_before, o.id) AS nth
+        FROM one_per_issue o) o
+    JOIN agents a ON a.login = o.agent
+    LEFT JOIN running rn ON rn.agent = o.agent
+    WHERE o.nth <= a.lim - COALESCE(rn.n, 0)
+    ORDER BY o.priority, o.not_before, o.id
+    LIMIT $3
+), locked AS (
+    SELECT t.id FROM task_state t
+    WHERE t.id IN (SELECT id FROM within_limit) AND t.status = 'pending'
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE task_state t SET status = 'claimed', dispatch_count = t.dispatch_count + 1,
+    lease_owner = $5, lease_expires_at = now() + $6::interval, heartbeat_at = now(), updated_at = now()
+FROM locked WHERE t.id = locked.id
+RETURNING ` + taskColumnsT
+
+// taskColumnsT is taskColumns qualified by the alias t.
+var taskColumnsT = qualify("t", taskColumns)
+
+// ClaimTasks claims up to req.Limit due tasks for req.Owner, in one
+// transaction under a claim lock shared by every replica.
+func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error) {
+	if req.Limit <= 0 || len(req.Agents) == 0 {
+		return nil, nil
+	}
+	logins := make([]string, len(req.Agents))
+	limits := make([]int32, len(req.Agents))
+	for i, a := range req.Agents {
+		logins[i], limits[i] = a.Login, int32(max(a.MaxConcurrency, 1))
+	}
+	// The candidate window is wider than the claim: busy agents and issues
+	// filter some candidates out.
+	window := max(req.Limit*8, 256)
+	var tasks []Task
+	err := s.InTx(ctx, func(tx *Tx) error {
+		if _, err := tx.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLockKey); err != nil {
+			return fmt.Errorf("take claim lock: %w", err)
+		}
+		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, window, req.Owner, leaseTTL(Change{LeaseTTL: req.LeaseTTL}))
+		if err != nil {
+			return fmt.Errorf("claim tasks: %w", err)
+		}
+		tasks, err = collectTasks(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tasks, nil
+}
+
+// Heartbeat extends a run's lease; false means the runner lost it (the
+// task was rescued or finished meanwhile) and must stop.
+func (s *Store) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() + $3::interval,
+			heartbeat_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner, leaseTTL(Change{LeaseTTL: ttl}))
+	if err != nil {
+		return false, fmt.Errorf("heartbeat task %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// EndRun drops a run's lease when its agent exited and the task waits for
+// Gitea (status unchanged).
+func (s *Store) EndRun(ctx context.Context, id int64, owner string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
+			updated_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner)
+	if err != nil {
+		return fmt.Errorf("end run of task %d: %w", id, err)
+	}
+	return nil
+}
+
+// RescueExpired returns claimed and working tasks whose lease expired (their
+// runner died) to pending, each exactly once, and closes their open
+// attempts as rescued.
+func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
+	var tasks []Task
+	err := s.InTx(ctx, func(tx *Tx) error {
+		rows, err := tx.tx.Query(ctx, `UPDATE task_state t SET status = 'pending', lease_owner = NULL,
+				lease_expires_at = NULL, not_before = now(), updated_at = now(),
+				last_error = 'rescued: its runner stopped renewing the lease'
+			WHERE t.status IN ('claimed', 'working') AND t.lease_expires_at < now()
+			RETURNING `+taskColumnsT)
+		if err != nil {
+			return fmt.Errorf("rescue expired leases: %w", err)
+		}
+		if tasks, err = collectTasks(rows); err != nil || len(tasks) == 0 {
+			return err
+		}
+		ids := make([]int64, len(tasks))
+		for i, t := range tasks {
+			ids[i] = t.ID
+		}
+		_, err = tx.tx.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), outcome = 'rescued',
+				error = 'runner lost (mozi stopped or the machine rebooted)',
+				duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
+			WHERE task_id = ANY($1) AND finished_at IS NULL`, ids)
+		if err != nil {
+			return fmt.Errorf("close rescued attempts: %w", err)
+		}
+		return nil
+	})
+	return tasks, err
+}
+
+// RunningByAgent counts live runs (unexpired leases) per agent.
+func (s *Store) RunningByAgent(ctx context.Context) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT agent, count(*) FROM task_state
+		WHERE lease_owner IS NOT NULL AND lease_expires_at > now() GROUP BY agent`)
+	if err != nil {
+		return nil, fmt.Errorf("count running tasks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			agent string
+			n     int
+		)
+		if err := rows.Scan(&agent, &n); err != nil {
+			return nil, err
+		}
+		out[agent] = n
+	}
+	return out, rows.Err()
+}

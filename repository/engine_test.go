@@ -1,0 +1,259 @@
+package repository_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+)
+
+func claim(t *testing.T, store *repository.Store, owner string, limit int, agents ...repository.AgentLimit) []repository.Task {
+	t.Helper()
+	tasks, err := store.ClaimTasks(context.Background(), repository.ClaimRequest{Owner: owner, Limit: limit,
+		LeaseTTL: time.Minute, Agents: agents})
+	require.NoError(t, err)
+	return tasks
+}
+
+func ids(tasks []repository.Task) []int64 {
+	out := make([]int64, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.ID
+	}
+	return out
+}
+
+func TestClaimOrderLimitsAndExclusions(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	mk := func(issue, prio int, agent string, action repository.ActionType) repository.Task {
+		n := newTask(issue)
+		n.Priority, n.Agent, n.ActionType = prio, agent, action
+		task, err := store.CreateTask(ctx, n)
+		require.NoError(t, err)
+		return task
+	}
+	low := mk(1, 3, "coder1", repository.ActionIssueAssigned)
+	urgent := mk(2, 0, "coder1", repository.ActionIssueAssigned)
+	sameIssue := mk(2, 0, "coder1", repository.ActionMention) // same (issue, agent) as urgent
+	other := mk(3, 1, "coder2", repository.ActionIssueAssigned)
+	disabled := mk(4, 0, "coder3", repository.ActionIssueAssigned)
+	later := mk(5, 0, "coder2", repository.ActionIssueAssigned)
+	_, err := raw.Exec(ctx, `UPDATE task_state SET not_before = now() + interval '1 hour' WHERE id = $1`, later.ID)
+	require.NoError(t, err)
+
+	agents := []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}, {Login: "coder2", MaxConcurrency: 5}}
+	got := claim(t, store, "r1", 10, agents...)
+	assert.Equal(t, []int64{urgent.ID, other.ID}, ids(got),
+		"priority order; coder1 at its limit of 1; one run per issue and agent; disabled agents and future tasks wait")
+	assert.Equal(t, repository.StatusClaimed, got[0].Status)
+	assert.Equal(t, "r1", got[0].LeaseOwner)
+	assert.Equal(t, 1, got[0].DispatchCount)
+
+	assert.Empty(t, claim(t, store, "r2", 10, agents...), "nothing else is due: coder1 is busy")
+	_, err = store.Apply(ctx, urgent.ID, repository.EventComplete, repository.Change{})
+	require.NoError(t, err)
+	got = claim(t, store, "r2", 10, agents...)
+	assert.Equal(t, []int64{sameIssue.ID}, ids(got), "the issue's other task, then the lower priority one")
+	require.NoError(t, store.EndRun(ctx, sameIssue.ID, "r2"))
+	got = claim(t, store, "r2", 10, agents...)
+	assert.Equal(t, []int64{low.ID}, ids(got), "an ended run frees the agent's slot")
+	_ = disabled
+}
+
+func TestClaimWaitsForDependencies(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	require.NoError(t, store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 1, State: "open"}))
+	n := newTask(2)
+	n.DependsOn = []int{1, 99} // 99 is unknown: it does not block
+	blocked, err := store.CreateTask(ctx, n)
+	require.NoError(t, err)
+	mention := newTask(2)
+	mention.ActionType, mention.DependsOn = repository.ActionMention, []int{1}
+	m, err := store.CreateTask(ctx, mention)
+	require.NoError(t, err)
+	agents := repository.AgentLimit{Login: "coder1", MaxConcurrency: 5}
+	assert.Equal(t, []int64{m.ID}, ids(claim(t, store, "r", 5, agents)), "mentions do not wait for dependencies")
+	require.NoError(t, store.EndRun(ctx, m.ID, "r"))
+	assert.Empty(t, claim(t, store, "r", 5, agents), "issue work waits for #1")
+	require.NoError(t, store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 1, State: "closed"}))
+	assert.Equal(t, []int64{blocked.ID}, ids(claim(t, store, "r", 5, agents)))
+}
+
+// Concurrent claimers on one database never get the same task.
+func TestConcurrentClaimsAreExclusive(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	const total = 300
+	for i := range total {
+		n := newTask(i + 1)
+		n.Agent = fmt.Sprintf("agent%d", i%3)
+		_, err := store.CreateTask(ctx, n)
+		require.NoError(t, err)
+	}
+	agents := []repository.AgentLimit{{Login: "agent0", MaxConcurrency: 1000}, {Login: "agent1", MaxConcurrency: 1000},
+		{Login: "agent2", MaxConcurrency: 1000}}
+	var (
+		mu   sync.Mutex
+		seen = map[int64]string{}
+		wg   sync.WaitGroup
+	)
+	for r := range 6 {
+		owner := fmt.Sprintf("runner-%d", r)
+		wg.Go(func() {
+			for {
+				tasks, err := store.ClaimTasks(ctx, repository.ClaimRequest{Owner: owner, Limit: 7, LeaseTTL: time.Minute, Agents: agents})
+				if !assert.NoError(t, err) || len(tasks) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, task := range tasks {
+					if prev, dup := seen[task.ID]; dup {
+						t.Errorf("task %d claimed by %s and %s", task.ID, prev, owner)
+					}
+					seen[task.ID] = owner
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Len(t, seen, total)
+}
+
+func TestPerAgentLimitHoldsAcrossRunners(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	for i := range 50 {
+		_, err := store.CreateTask(ctx, newTask(i+1))
+		require.NoError(t, err)
+	}
+	limit := repository.AgentLimit{Login: "coder1", MaxConcurrency: 3}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int
+	)
+	for r := range 5 {
+		wg.Go(func() {
+			tasks := claim(t, store, fmt.Sprint("r", r), 10, limit)
+			mu.Lock()
+			total += len(tasks)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 3, total, "five runners claiming at once respect the agent's limit of 3")
+}
+
+func TestRescueExactlyOnce(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	task, err := store.CreateTask(ctx, newTask(1))
+	require.NoError(t, err)
+	claimed := claim(t, store, "dead-runner", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
+	require.Len(t, claimed, 1)
+	_, err = store.Apply(ctx, task.ID, repository.EventStart, repository.Change{LeaseOwner: "dead-runner"})
+	require.NoError(t, err)
+	attempt, err := store.StartAttempt(ctx, claimed[0], "dead-runner", "/tmp/x.log")
+	require.NoError(t, err)
+
+	held, err := store.Heartbeat(ctx, task.ID, "dead-runner", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, held)
+	rescued, err := store.RescueExpired(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, rescued, "a live lease is not rescued")
+
+	_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	count := 0
+	for range 4 { // rescuers racing (a stale leader and a new one)
+		wg.Go(func() {
+			r, err := store.RescueExpired(ctx)
+			assert.NoError(t, err)
+			mu.Lock()
+			count += len(r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 1, count, "rescued exactly once")
+	got, err := store.Task(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusPending, got.Status)
+	attempts, err := store.Attempts(ctx, task.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	assert.Equal(t, attempt.ID, attempts[0].ID)
+	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
+
+	held, err = store.Heartbeat(ctx, task.ID, "dead-runner", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, held, "the old runner learns it lost the task")
+}
+
+func TestLeaderElection(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	a, err := store.AcquireLeadership(ctx, "ticker", "a", time.Minute)
+	require.NoError(t, err)
+	b, err := store.AcquireLeadership(ctx, "ticker", "b", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, a)
+	assert.False(t, b, "one leader at a time")
+	a, err = store.AcquireLeadership(ctx, "ticker", "a", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, a, "the leader renews")
+	_, err = raw.Exec(ctx, `UPDATE leader_leases SET expires_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+	b, err = store.AcquireLeadership(ctx, "ticker", "b", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, b, "an expired lease passes to another replica")
+	require.NoError(t, store.ReleaseLeadership(ctx, "ticker", "b"))
+	a, err = store.AcquireLeadership(ctx, "ticker", "a", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, a, "a released lease is free at once")
+}
+
+func TestSpawnCountsAndAttempts(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	task, err := store.CreateTask(ctx, newTask(1))
+	require.NoError(t, err)
+	claimed := claim(t, store, "r", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
+	a, err := store.StartAttempt(ctx, claimed[0], "r", "/logs/1-1.log")
+	require.NoError(t, err)
+	code := 1
+	a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration = &code, repository.AttemptFailed, "exit status 1", "boom", 1500*time.Millisecond
+	a.TokensIn, a.TokensOut, a.CostUSD = 100, 20, 0.42
+	require.NoError(t, store.FinishAttempt(ctx, a))
+	perIssue, perAgent, err := store.SpawnCounts(ctx, "acme/widget", 1, "coder1", time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, 1, perIssue)
+	assert.Equal(t, 1, perAgent)
+	attempts, err := store.Attempts(ctx, task.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	got := attempts[0]
+	assert.Equal(t, 1, *got.ExitCode)
+	assert.Equal(t, "boom", got.OutputTail)
+	assert.Equal(t, 1500*time.Millisecond, got.Duration)
+	assert.InDelta(t, 0.42, got.CostUSD, 1e-9)
+}

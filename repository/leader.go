@@ -1,0 +1,39 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AcquireLeadership takes or renews the named lease for holder. It returns
+// true while holder leads: the lease is free, expired, or already its own.
+func (s *Store) AcquireLeadership(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	var got string
+	err := s.pool.QueryRow(ctx, `INSERT INTO leader_leases (name, holder, expires_at)
+		VALUES ($1, $2, now() + $3::interval)
+		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
+			acquired_at = CASE WHEN leader_leases.holder = EXCLUDED.holder THEN leader_leases.acquired_at ELSE now() END
+		WHERE leader_leases.holder = EXCLUDED.holder OR leader_leases.expires_at < now()
+		RETURNING holder`, name, holder, leaseTTL(Change{LeaseTTL: ttl})).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("acquire leadership %s: %w", name, err)
+	}
+	return got == holder, nil
+}
+
+// ReleaseLeadership gives the lease up at shutdown, so another replica
+// takes over at once.
+func (s *Store) ReleaseLeadership(ctx context.Context, name, holder string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM leader_leases WHERE name = $1 AND holder = $2`, name, holder)
+	if err != nil {
+		return fmt.Errorf("release leadership %s: %w", name, err)
+	}
+	return nil
+}

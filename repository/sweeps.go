@@ -1,0 +1,236 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DueDiscussions lists open, unassigned top-level issues whose discussion
+// broadcast is due and not sent.
+func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]Issue, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
+		WHERE discussion_due_at <= now() AND discussed_at IS NULL AND state = 'open'
+		  AND assignees = '{}' AND parent_issue IS NULL AND NOT is_pull
+		ORDER BY discussion_due_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list due discussions: %w", err)
+	}
+	defer rows.Close()
+	var out []Issue
+	for rows.Next() {
+		i, err := scanIssue(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan issue: %w", err)
+		}
+		out = append(out, i)
+	}
+	return out, rows.Err()
+}
+
+// MarkDiscussed records that an issue's discussion broadcast was sent.
+func (t *Tx) MarkDiscussed(ctx context.Context, repo string, number int) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `UPDATE issues SET discussed_at = now()
+		WHERE repo = $1 AND number = $2 AND discussed_at IS NULL`, repo, number)
+	if err != nil {
+		return false, fmt.Errorf("mark %s#%d discussed: %w", repo, number, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RoundDue is a parent issue whose sub-issues are all closed and not yet
+// reviewed as a round.
+type RoundDue struct {
+	Repo   string
+	Parent int
+	Round  int    // this round's number
+	Key    string // the round's sub-issues, "2,5": a round is reviewed once
+}
+
+// DueRounds lists open parent issues whose every sub-issue is closed, for a
+// set of sub-issues no round review covered yet.
+func (s *Store) DueRounds(ctx context.Context) ([]RoundDue, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH subs AS (
+			SELECT repo, parent_issue AS parent, count(*) AS n,
+			       count(*) FILTER (WHERE state = 'closed') AS closed,
+			       'round:' || string_agg(number::text, ',' ORDER BY number) AS key
+			FROM issues WHERE parent_issue IS NOT NULL GROUP BY repo, parent_issue
+		)
+		SELECT s.repo, s.parent, s.key,
+		       (SELECT count(*) FROM task_state r WHERE r.repo = s.repo AND r.issue_number = s.parent
+		          AND r.action_type = 'round_review') + 1
+		FROM subs s JOIN issues p ON p.repo = s.repo AND p.number = s.parent AND p.state = 'open'
+		WHERE s.n = s.closed
+		  AND NOT EXISTS (SELECT 1 FROM task_state r WHERE r.repo = s.repo AND r.action_type = 'round_review'
+		                  AND r.dedupe_key = s.key)`)
+	if err != nil {
+		return nil, fmt.Errorf("list due rounds: %w", err)
+	}
+	defer rows.Close()
+	var out []RoundDue
+	for rows.Next() {
+		var r RoundDue
+		if err := rows.Scan(&r.Repo, &r.Parent, &r.Key, &r.Round); err != nil {
+			return nil, fmt.Errorf("scan round: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// IssueRef names an issue or pull request.
+type IssueRef struct {
+	Repo   string
+	Number int
+	IsPull bool
+}
+
+// StaleLiveIssues lists issues and pull requests with live tasks whose
+// cached state is older than staleAfter (or unknown): the reconcile pass
+// asks Gitea about them in case a webhook was lost.
+func (s *Store) StaleLiveIssues(ctx context.Context, staleAfter time.Duration, limit int) ([]IssueRef, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT t.repo, t.issue_number, COALESCE(t.pr_number = t.issue_number, false)
+		FROM task_state t
+		LEFT JOIN issues i ON i.repo = t.repo AND i.number = t.issue_number
+		LEFT JOIN pull_requests p ON p.repo = t.repo AND p.number = t.issue_number
+		WHERE t.status IN ('pending', 'claimed', 'working', 'review') AND t.issue_number > 0
+		  AND COALESCE(p.synced_at, i.synced_at, '-infinity') < now() - $1::interval
+		LIMIT $2`, leaseTTL(Change{LeaseTTL: staleAfter}), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stale issues: %w", err)
+	}
+	defer rows.Close()
+	var out []IssueRef
+	for rows.Next() {
+		var r IssueRef
+		if err := rows.Scan(&r.Repo, &r.Number, &r.IsPull); err != nil {
+			return nil, fmt.Errorf("scan issue ref: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// TouchIssue records that Gitea confirmed mozi's copy of an issue.
+func (s *Store) TouchIssue(ctx context.Context, ref IssueRef) error {
+	table := "issues"
+	if ref.IsPull {
+		table = "pull_requests"
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE `+table+` SET synced_at = now() WHERE repo = $1 AND number = $2`,
+		ref.Repo, ref.Number)
+	if err != nil {
+		return fmt.Errorf("touch %s#%d: %w", ref.Repo, ref.Number, err)
+	}
+	return nil
+}
+
+// OpenPullRequestsInReview lists open pull requests some live task waits on.
+func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]PullRequest, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+qualify("p", prColumns)+` FROM pull_requests p
+		WHERE p.state = 'open' AND p.head_sha <> '' AND EXISTS (
+			SELECT 1 FROM task_state t WHERE t.repo = p.repo AND t.pr_number = p.number
+			  AND t.status IN ('pending', 'claimed', 'working', 'review'))
+		ORDER BY p.synced_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list pull requests in review: %w", err)
+	}
+	defer rows.Close()
+	var out []PullRequest
+	for rows.Next() {
+		p, err := scanPR(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan pull request: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// FailOrphans fails pending tasks whose agent is not declared any more.
+func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE task_state t SET status = 'failed', finished_at = now(),
+			updated_at = now(), last_error = 'agent ' || t.agent || ' is not declared in mozi''s configuration'
+		WHERE t.status = 'pending' AND NOT (t.agent = ANY($1))
+		RETURNING `+taskColumnsT, declared)
+	if err != nil {
+		return nil, fmt.Errorf("fail orphaned tasks: %w", err)
+	}
+	return collectTasks(rows)
+}
+
+// PruneResult counts what a prune removed.
+type PruneResult struct {
+	Deliveries int64
+	Effects    int64
+	Mentions   int64
+	Statuses   int64
+	// LogPaths are the log files of pruned attempts, for the caller to delete.
+	LogPaths []string
+}
+
+// Prune deletes processed deliveries, effect keys, consumed mentions, old
+// kept statuses, and the logs of attempts of tasks finished before cutoff.
+func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error) {
+	var r PruneResult
+	err := s.InTx(ctx, func(tx *Tx) error {
+		for _, q := range []struct {
+			n   *int64
+			sql string
+		}{
+			{&r.Deliveries, `DELETE FROM webhook_deliveries WHERE processed_at < $1 AND outcome <> 'parked'`},
+			{&r.Effects, `DELETE FROM webhook_effects WHERE created_at < $1`},
+			{&r.Mentions, `DELETE FROM mention_queue WHERE consumed_at < $1`},
+			{&r.Statuses, `DELETE FROM commit_statuses WHERE created_at < $1`},
+		} {
+			tag, err := tx.tx.Exec(ctx, q.sql, cutoff)
+			if err != nil {
+				return fmt.Errorf("prune: %w", err)
+			}
+			*q.n = tag.RowsAffected()
+		}
+		rows, err := tx.tx.Query(ctx, `UPDATE task_attempts a SET log_path = '' FROM task_state t
+			WHERE a.task_id = t.id AND t.finished_at < $1 AND a.log_path <> ''
+			RETURNING (SELECT log_path FROM task_attempts o WHERE o.id = a.id)`, cutoff)
+		if err != nil {
+			return fmt.Errorf("prune attempt logs: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var p string
+			if err := rows.Scan(&p); err != nil {
+				return err
+			}
+			r.LogPaths = append(r.LogPaths, p)
+		}
+		return rows.Err()
+	})
+	return r, err
+}
+
+// TaskCount is the number of tasks with one status and action type.
+type TaskCount struct {
+	Status     Status
+	ActionType ActionType
+	N          int
+}
+
+// TaskCounts counts tasks by status and action type (metrics gauges).
+func (s *Store) TaskCounts(ctx context.Context) ([]TaskCount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, action_type, count(*) FROM task_state GROUP BY 1, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []TaskCount
+	for rows.Next() {
+		var c TaskCount
+		if err := rows.Scan(&c.Status, &c.ActionType, &c.N); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

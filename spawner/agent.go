@@ -1,0 +1,129 @@
+package spawner
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Agent is what the spawner needs to run one declared agent.
+type Agent struct {
+	Login string
+	// Argv is the command, with {prompt_file} / {prompt} placeholders; with
+	// neither, the prompt goes to stdin.
+	Argv    []string
+	Workdir string
+	Timeout time.Duration
+	// TokenEnv names the variable of mozi's environment that holds the
+	// agent's own Gitea token; the agent gets it as GITEA_TOKEN and under
+	// that name.
+	TokenEnv string
+	// Usage is the output format to read usage from (a preset's).
+	Usage      string
+	MaxCostUSD float64
+	MaxTokens  int64
+	// Env are extra variables for the agent; PassEnv names variables of
+	// mozi's environment passed through (an API key the CLI needs).
+	Env     map[string]string
+	PassEnv []string
+}
+
+// AgentFromPreset resolves an agent's argv: its own command, a preset's,
+// or the shell preset's script.
+func AgentFromPreset(preset string, command []string, script string) ([]string, string, error) {
+	if len(command) > 0 {
+		return append([]string(nil), command...), "", nil
+	}
+	p, ok := LookupPreset(preset)
+	if !ok {
+		return nil, "", fmt.Errorf("unknown preset %q", preset)
+	}
+	if preset == "shell" {
+		return append(p.Command, script), p.Output, nil
+	}
+	return p.Command, p.Output, nil
+}
+
+// baseEnv is what an agent inherits from mozi's environment: enough to
+// run, nothing of mozi's own configuration.
+var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
+
+// neverPassed are mozi's own secrets and settings: no configuration can
+// hand them to an agent.
+func neverPassed(name string) bool {
+	return strings.HasPrefix(name, "MOZI_") || strings.HasPrefix(name, "PG")
+}
+
+// Vars are the per-run variables mozi gives an agent.
+type Vars struct {
+	TaskID     int64
+	Repo       string
+	Issue      int
+	PR         int
+	Action     string
+	Attempt    int
+	PromptFile string
+	GiteaURL   string
+}
+
+// environment builds an agent's whole environment.
+func environment(a Agent, v Vars, getenv func(string) string) []string {
+	env := make([]string, 0, 32)
+	set := func(k, val string) { env = append(env, k+"="+val) }
+	for _, k := range baseEnv {
+		if val := getenv(k); val != "" {
+			set(k, val)
+		}
+	}
+	for _, k := range os.Environ() {
+		if name, val, ok := strings.Cut(k, "="); ok && strings.HasPrefix(name, "LC_") && getenv(name) == val {
+			set(name, val)
+		}
+	}
+	for _, k := range a.PassEnv {
+		if val := getenv(k); val != "" && !neverPassed(k) {
+			set(k, val)
+		}
+	}
+	for k, val := range a.Env {
+		if !neverPassed(k) {
+			set(k, val)
+		}
+	}
+	if a.TokenEnv != "" {
+		if tok := getenv(a.TokenEnv); tok != "" {
+			set("GITEA_TOKEN", tok)
+			if a.TokenEnv != "GITEA_TOKEN" {
+				set(a.TokenEnv, tok)
+			}
+		}
+	}
+	set("MOZI_TASK_ID", fmt.Sprint(v.TaskID))
+	set("MOZI_REPO", v.Repo)
+	set("MOZI_ISSUE", fmt.Sprint(v.Issue))
+	set("MOZI_PR", fmt.Sprint(v.PR))
+	set("MOZI_ACTION", v.Action)
+	set("MOZI_AGENT", a.Login)
+	set("MOZI_ATTEMPT", fmt.Sprint(v.Attempt))
+	set("MOZI_PROMPT_FILE", v.PromptFile)
+	set("MOZI_GITEA_URL", v.GiteaURL)
+	set("GITEA_URL", v.GiteaURL)
+	return env
+}
+
+// argv fills the command's prompt placeholders; it reports whether the
+// prompt must also go to stdin.
+func argv(cmd []string, promptFile, prompt string) ([]string, bool) {
+	out := make([]string, len(cmd))
+	viaArgs := false
+	for i, a := range cmd {
+		if strings.Contains(a, PlaceholderPromptFile) || strings.Contains(a, PlaceholderPrompt) {
+			viaArgs = true
+		}
+		a = strings.ReplaceAll(a, PlaceholderPromptFile, promptFile)
+		out[i] = strings.ReplaceAll(a, PlaceholderPrompt, prompt)
+	}
+	return out, !viaArgs
+}

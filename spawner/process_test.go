@@ -1,0 +1,190 @@
+package spawner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func run(t *testing.T, c Command, ctx context.Context) Result {
+	t.Helper()
+	if c.LogPath == "" {
+		c.LogPath = filepath.Join(t.TempDir(), "logs", "run.log")
+	}
+	if c.Dir == "" {
+		c.Dir = t.TempDir()
+	}
+	r := &ProcessRunner{KillGrace: 500 * time.Millisecond}
+	return r.Run(ctx, c)
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+func TestProcessOutcomes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cmd     Command
+		outcome string
+		exit    int
+		errPart string
+		tail    string
+	}{
+		{"success", Command{Argv: sh("echo hello; echo oops >&2")}, OutcomeSucceeded, 0, "", "hello\noops\n"},
+		{"failure", Command{Argv: sh("echo bad; exit 3")}, OutcomeFailed, 3, "exited with status 3", "bad\n"},
+		{"no such command", Command{Argv: []string{"mozi-no-such-agent"}}, OutcomeSpawnError, -1, "executable file not found", ""},
+		{"timeout", Command{Argv: sh("echo start; sleep 30"), Timeout: 300 * time.Millisecond}, OutcomeTimeout, -1, "time limit", "start\n"},
+		{"cost budget", Command{Argv: sh(`echo 'MOZI_USAGE {"tokens_in":10,"tokens_out":5,"cost_usd":1.5}'; sleep 30`),
+			MaxCostUSD: 1}, OutcomeBudget, -1, "cost $1.50 over its $1.00 budget", ""},
+		{"token budget", Command{Argv: sh(`echo '{"type":"turn.completed","usage":{"input_tokens":900,"output_tokens":200}}'; sleep 30`),
+			Usage: "codex-json", MaxTokens: 1000}, OutcomeBudget, -1, "1100 tokens over its 1000 budget", ""},
+		{"tail is bounded", Command{Argv: sh("yes abcdefgh | head -c 100000"), TailBytes: 1024}, OutcomeSucceeded, 0, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(t, tt.cmd, context.Background())
+			assert.Equal(t, tt.outcome, r.Outcome)
+			assert.Equal(t, tt.exit, r.ExitCode)
+			if tt.errPart != "" {
+				assert.Contains(t, r.Err, tt.errPart)
+			}
+			if tt.tail != "" {
+				assert.Equal(t, tt.tail, r.Tail)
+			}
+			assert.LessOrEqual(t, len(r.Tail), max(tt.cmd.TailBytes, 16<<10))
+		})
+	}
+}
+
+// A hung agent and everything it started are killed at the timeout: no
+// process of its group is left.
+func TestTimeoutKillsTheWholeGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pids")
+	// The agent starts children that ignore SIGTERM, then hangs.
+	script := `trap '' TERM; (trap '' TERM; sleep 60) & echo $! >> ` + pidFile + `; (sleep 60) & echo $$ >> ` + pidFile + `; sleep 60`
+	r := run(t, Command{Argv: sh(script), Timeout: 300 * time.Millisecond, Dir: dir}, context.Background())
+	require.Equal(t, OutcomeTimeout, r.Outcome)
+	data, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pids := strings.Fields(string(data))
+	require.Len(t, pids, 2)
+	leader := pids[1]
+	var pgid int
+	_, err = fmtSscan(leader, &pgid)
+	require.NoError(t, err)
+	deadline := time.Now().Add(2 * time.Second)
+	for !GroupGone(pgid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.True(t, GroupGone(pgid), "a process of the agent's group survived")
+}
+
+func TestShutdownInterruptsAndLeaseLossStops(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	r := run(t, Command{Argv: sh("sleep 30")}, ctx)
+	assert.Equal(t, OutcomeInterrupted, r.Outcome)
+
+	lctx, lcancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(200*time.Millisecond, func() { lcancel(ErrLeaseLost) })
+	r = run(t, Command{Argv: sh("sleep 30")}, lctx)
+	assert.Equal(t, OutcomeLeaseLost, r.Outcome)
+}
+
+func TestPromptDelivery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	promptFile := filepath.Join(dir, "prompt.md")
+	require.NoError(t, os.WriteFile(promptFile, []byte("the prompt"), 0o600))
+
+	args, stdin := argv([]string{"agent", "--file", PlaceholderPromptFile}, promptFile, "the prompt")
+	assert.Equal(t, []string{"agent", "--file", promptFile}, args)
+	assert.False(t, stdin)
+	args, stdin = argv([]string{"agent", "--message={prompt}"}, promptFile, "the prompt")
+	assert.Equal(t, []string{"agent", "--message=the prompt"}, args)
+	assert.False(t, stdin)
+	_, stdin = argv([]string{"agent", "-p"}, promptFile, "the prompt")
+	assert.True(t, stdin, "without a placeholder the prompt goes to stdin")
+
+	r := run(t, Command{Argv: sh("cat"), Stdin: []byte("from stdin")}, context.Background())
+	assert.Equal(t, OutcomeSucceeded, r.Outcome)
+	assert.True(t, strings.HasPrefix(r.Tail, "from stdin"))
+}
+
+func TestEnvironmentIsMinimal(t *testing.T) {
+	t.Parallel()
+	parent := map[string]string{
+		"PATH": "/usr/bin:/bin", "HOME": "/home/mozi",
+		"MOZI_DATABASE_URL": "postgres://u:secret@db/mozi", "MOZI_WEBHOOK_SECRET": "hook-secret",
+		"MOZI_GITEA_TOKEN": "mozi-own-token", "AWS_SECRET_ACCESS_KEY": "aws", "PGPASSWORD": "pg",
+		"CODER1_GITEA_TOKEN": "coder1-token", "ANTHROPIC_API_KEY": "anthropic",
+	}
+	getenv := func(k string) string { return parent[k] }
+	a := Agent{Login: "coder1", TokenEnv: "CODER1_GITEA_TOKEN", PassEnv: []string{"ANTHROPIC_API_KEY", "MOZI_DATABASE_URL"},
+		Env: map[string]string{"GOFLAGS": "-mod=mod", "MOZI_WEBHOOK_SECRET": "x"}}
+	env := environment(a, Vars{TaskID: 7, Repo: "acme/widget", Issue: 3, Action: "issue_assigned", Attempt: 1,
+		PromptFile: "/run/prompt.md", GiteaURL: "http://gitea:3000"}, getenv)
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for _, secret := range []string{"postgres://u:secret@db/mozi", "hook-secret", "mozi-own-token", "aws", "pg"} {
+		for k, v := range got {
+			assert.NotEqual(t, secret, v, "%s carries one of mozi's secrets", k)
+		}
+	}
+	assert.Equal(t, "coder1-token", got["GITEA_TOKEN"], "the agent's own token")
+	assert.Equal(t, "coder1-token", got["CODER1_GITEA_TOKEN"])
+	assert.Equal(t, "anthropic", got["ANTHROPIC_API_KEY"], "passed through on request")
+	assert.Equal(t, "-mod=mod", got["GOFLAGS"])
+	assert.Equal(t, "7", got["MOZI_TASK_ID"])
+	assert.Equal(t, "acme/widget", got["MOZI_REPO"])
+	assert.Equal(t, "3", got["MOZI_ISSUE"])
+	assert.Equal(t, "/run/prompt.md", got["MOZI_PROMPT_FILE"])
+	assert.NotContains(t, got, "MOZI_DATABASE_URL")
+	assert.NotContains(t, got, "MOZI_WEBHOOK_SECRET")
+}
+
+func TestUsageFormats(t *testing.T) {
+	t.Parallel()
+	u := newUsageMeter("claude-stream-json", 0, 0)
+	_, _ = u.Write([]byte(`{"type":"assistant","message":{"usage":{"input_tokens":10,"output_tokens":3}}}` + "\n"))
+	_, _ = u.Write([]byte(`{"type":"result","total_cost_usd":0.25,"usage":{"input_tokens":100,"cache_read_input_tokens":20,"output_tokens":30}}` + "\n"))
+	in, out, cost := u.totals()
+	assert.Equal(t, int64(120), in)
+	assert.Equal(t, int64(30), out)
+	assert.InDelta(t, 0.25, cost, 1e-9)
+
+	p := newUsageMeter("", 0, 0)
+	_, _ = p.Write([]byte("MOZI_USAGE {\"tokens_in\":5,"))
+	_, _ = p.Write([]byte("\"tokens_out\":6,\"cost_usd\":0.01}\nnoise\n"))
+	in, out, cost = p.totals()
+	assert.Equal(t, []any{int64(5), int64(6), 0.01}, []any{in, out, cost}, "a line split across writes")
+}
+
+func TestPresetsResolve(t *testing.T) {
+	t.Parallel()
+	for _, name := range PresetNames() {
+		argv, _, err := AgentFromPreset(name, nil, "echo hi")
+		require.NoError(t, err, name)
+		assert.NotEmpty(t, argv, name)
+	}
+	argv, _, err := AgentFromPreset("shell", nil, "my-agent --prompt-file \"$MOZI_PROMPT_FILE\"")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/bin/sh", "-c", "my-agent --prompt-file \"$MOZI_PROMPT_FILE\""}, argv)
+	_, usage, _ := AgentFromPreset("claude-code", nil, "")
+	assert.Equal(t, "claude-stream-json", usage)
+	_, _, err = AgentFromPreset("cluade", nil, "")
+	require.Error(t, err)
+}

@@ -1,0 +1,306 @@
+package ticker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/webhook/payload"
+)
+
+// rescue returns tasks whose runner stopped renewing its lease to pending,
+// each once.
+func (t *Ticker) rescue(ctx context.Context) (int, error) {
+	tasks, err := t.store.RescueExpired(ctx)
+	for _, task := range tasks {
+		t.cfg.Logger.Warn("task rescued: its runner stopped renewing the lease", "task_id", task.ID,
+			"repo", task.Repo, "issue", task.IssueNumber, "agent", task.Agent)
+		t.cfg.Metrics.rescues.Inc()
+	}
+	if len(tasks) > 0 {
+		t.cfg.WakeDispatcher()
+	}
+	return len(tasks), err
+}
+
+// inject feeds a delivery of Gitea's shape through the inbox.
+func (t *Ticker) inject(ctx context.Context, id, event, action, repo string, body []byte) (bool, error) {
+	inserted, err := t.store.InsertDelivery(ctx, repository.Delivery{ID: id, Event: event, EventType: event,
+		Action: action, Repo: repo, Body: body, Headers: map[string]string{"X-Mozi-Synthesized": "ticker"}})
+	if err != nil {
+		return false, err
+	}
+	if inserted {
+		t.cfg.WakeInbox()
+	}
+	return inserted, nil
+}
+
+// reconcile re-reads from Gitea the issues and pull requests that live
+// tasks wait on and whose copy is old, and feeds what webhooks missed (a
+// close, a merge, an edit) through the inbox.
+func (t *Ticker) reconcile(ctx context.Context) (int, error) {
+	if t.gitea == nil {
+		return 0, nil
+	}
+	refs, err := t.store.StaleLiveIssues(ctx, t.cfg.ReconcileAge, 50)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ref := range refs {
+		changed, err := t.reconcileOne(ctx, ref)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return n, err
+			}
+			// Gitea down or the issue gone: the next pass tries again.
+			t.cfg.Logger.Warn("reconcile skipped an issue", "repo", ref.Repo, "issue", ref.Number, "error", err)
+			continue
+		}
+		if changed {
+			n++
+		}
+		if err := t.store.TouchIssue(ctx, ref); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (bool, error) {
+	if ref.IsPull {
+		pr, err := t.gitea.FetchPullRequest(ctx, ref.Repo, ref.Number)
+		if err != nil {
+			return false, err
+		}
+		if pr.State != "closed" {
+			return false, nil
+		}
+		body, err := payload.PullClosedBody(ref.Repo, payload.PullState(pr))
+		if err != nil {
+			return false, err
+		}
+		return t.inject(ctx, fmt.Sprintf("reconcile:%s#%d:closed:%d", ref.Repo, ref.Number, pr.UpdatedAt.Unix()),
+			"pull_request", "closed", ref.Repo, body)
+	}
+	issue, err := t.gitea.FetchIssue(ctx, ref.Repo, ref.Number)
+	if err != nil {
+		return false, err
+	}
+	cached, known, err := t.store.Issue(ctx, ref.Repo, ref.Number)
+	if err != nil {
+		return false, err
+	}
+	if known && !issue.UpdatedAt.After(cached.UpdatedAt) {
+		return false, nil
+	}
+	action := "edited"
+	switch {
+	case issue.Closed() && (!known || !cached.Closed()):
+		action = "closed"
+	case !issue.Closed() && known && cached.Closed():
+		action = "reopened"
+	}
+	body, err := payload.IssueEventBody(ref.Repo, action, payload.IssueState{Number: issue.Number,
+		Title: issue.Title, Body: issue.Body, State: issue.State, Author: issue.Author, Labels: issue.Labels,
+		Assignees: issue.Assignees, CreatedAt: issue.CreatedAt, UpdatedAt: issue.UpdatedAt, ClosedAt: issue.ClosedAt})
+	if err != nil {
+		return false, err
+	}
+	return t.inject(ctx, fmt.Sprintf("reconcile:%s#%d:%s:%d", ref.Repo, ref.Number, action, issue.UpdatedAt.Unix()),
+		"issues", action, ref.Repo, body)
+}
+
+// statuses polls the commit statuses of open pull requests that live tasks
+// wait on: a lost status webhook must not hide a CI failure.
+func (t *Ticker) statuses(ctx context.Context) (int, error) {
+	if t.gitea == nil {
+		return 0, nil
+	}
+	prs, err := t.store.OpenPullRequestsInReview(ctx, 50)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pr := range prs {
+		statuses, err := t.gitea.FetchStatuses(ctx, pr.Repo, pr.HeadSHA)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return n, err
+			}
+			t.cfg.Logger.Warn("status poll skipped a pull request", "repo", pr.Repo, "pr", pr.Number, "error", err)
+			continue
+		}
+		for _, s := range statuses {
+			if s.State != "failure" && s.State != "error" {
+				continue
+			}
+			body, err := payload.StatusBody(pr.Repo, payload.Status{ID: s.ID, SHA: pr.HeadSHA, Context: s.Context,
+				State: s.State, TargetURL: s.TargetURL, Description: s.Description, UpdatedAt: s.UpdatedAt})
+			if err != nil {
+				return n, err
+			}
+			inserted, err := t.inject(ctx, fmt.Sprintf("poll:%s:%d", pr.Repo, s.ID), "status", "", pr.Repo, body)
+			if err != nil {
+				return n, err
+			}
+			if inserted {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// mentions turns mentions still queued after a minute into tasks (the
+// mapper normally does it at once).
+func (t *Ticker) mentions(ctx context.Context) (int, error) {
+	queued, err := t.store.UnconsumedMentions(ctx, time.Minute, 100)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range queued {
+		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
+			if err := tx.LockIssue(ctx, m.Repo, m.IssueNumber); err != nil {
+				return err
+			}
+			task := repository.NewTask{Repo: m.Repo, IssueNumber: m.IssueNumber, ActionType: repository.ActionMention,
+				Agent: m.Mentioned, Priority: repository.DefaultPriority, HopCount: m.HopCount,
+				MaxRetries: t.cfg.MaxRetries,
+				Meta:       repository.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
+			if issue, ok, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err != nil {
+				return err
+			} else if ok {
+				task.Meta.Title, task.Meta.Labels, task.IssueBody = issue.Title, issue.Labels, issue.Body
+				task.ParentIssue, task.DependsOn = issue.ParentIssue, issue.DependsOn
+			}
+			created, ok, err := tx.CreateTask(ctx, task)
+			if err != nil {
+				return err
+			}
+			outcome := "skipped"
+			if ok {
+				outcome, n = "task", n+1
+			}
+			return tx.ConsumeMention(ctx, m.ID, created.ID, outcome)
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	if n > 0 {
+		t.cfg.WakeDispatcher()
+	}
+	return n, nil
+}
+
+// rounds gives the lead one round_review task when every sub-issue of a
+// parent issue is closed, once per set of sub-issues.
+func (t *Ticker) rounds(ctx context.Context) (int, error) {
+	due, err := t.store.DueRounds(ctx)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	if t.cfg.Lead == "" {
+		t.cfg.Logger.Warn("rounds are complete but no agent is the lead: declare one with lead: true", "rounds", len(due))
+		return 0, nil
+	}
+	n := 0
+	for _, r := range due {
+		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
+			task := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: repository.ActionRoundReview,
+				Agent: t.cfg.Lead, Priority: repository.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
+				Meta: repository.Meta{Round: r.Round, Event: "ticker/rounds"}}
+			if parent, ok, err := tx.Issue(ctx, r.Repo, r.Parent); err != nil {
+				return err
+			} else if ok {
+				task.Meta.Title, task.Meta.Labels, task.IssueBody = parent.Title, parent.Labels, parent.Body
+			}
+			_, created, err := tx.CreateTask(ctx, task)
+			if created {
+				n++
+				t.cfg.Logger.Info("round complete: round review created", "repo", r.Repo, "issue", r.Parent,
+					"round", r.Round, "agent", t.cfg.Lead)
+			}
+			return err
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	if n > 0 {
+		t.cfg.WakeDispatcher()
+	}
+	return n, nil
+}
+
+// discussions broadcasts an unassigned top-level issue to every agent,
+// once, when its grace period is over.
+func (t *Ticker) discussions(ctx context.Context) (int, error) {
+	due, err := t.store.DueDiscussions(ctx, 50)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	n := 0
+	for _, issue := range due {
+		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
+			if err := tx.LockIssue(ctx, issue.Repo, issue.Number); err != nil {
+				return err
+			}
+			marked, err := tx.MarkDiscussed(ctx, issue.Repo, issue.Number)
+			if err != nil || !marked {
+				return err
+			}
+			for _, agent := range t.cfg.Agents {
+				_, created, err := tx.CreateTask(ctx, repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
+					ActionType: repository.ActionDiscussion, Agent: agent, Priority: repository.PriorityFromLabels(issue.Labels),
+					DedupeKey: "discussion/" + agent, IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
+					MaxRetries: t.cfg.MaxRetries, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
+						IssueAuthor: issue.Author, Event: "ticker/discussions"}})
+				if err != nil {
+					return err
+				}
+				if created {
+					n++
+				}
+			}
+			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", len(t.cfg.Agents))
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	if n > 0 {
+		t.cfg.WakeDispatcher()
+	}
+	return n, nil
+}
+
+// orphans fails pending tasks of agents no longer declared.
+func (t *Ticker) orphans(ctx context.Context) (int, error) {
+	tasks, err := t.store.FailOrphans(ctx, t.cfg.Declared)
+	for _, task := range tasks {
+		t.cfg.Logger.Warn("task failed: its agent is not declared any more", "task_id", task.ID, "agent", task.Agent)
+	}
+	return len(tasks), err
+}
+
+// prune deletes what is older than the retention.
+func (t *Ticker) prune(ctx context.Context) (int, error) {
+	r, err := t.store.Prune(ctx, t.cfg.Now().Add(-t.cfg.Retention))
+	if err != nil {
+		return 0, err
+	}
+	logs := removeLogs(r.LogPaths)
+	total := int(r.Deliveries+r.Effects+r.Mentions+r.Statuses) + logs
+	if total > 0 {
+		t.cfg.Logger.Info("pruned old data", "deliveries", r.Deliveries, "effects", r.Effects,
+			"mentions", r.Mentions, "statuses", r.Statuses, "logs", logs)
+	}
+	return total, nil
+}

@@ -1,0 +1,270 @@
+// Package ticker is mozi's periodic safety net, run by one leader among the
+// replicas (elected through a lease row in PostgreSQL): it rescues tasks
+// whose runner died, reconciles with Gitea after lost webhooks, consumes
+// the mention queue, starts round reviews and discussion broadcasts, polls
+// commit statuses of pull requests in review, fails tasks of agents that
+// are gone, and prunes old data.
+//
+// What it learns from Gitea it feeds through the webhook inbox as
+// deliveries of the shape Gitea would have sent, so the same mapping rules
+// apply, once.
+package ticker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/moziplus/mozi/repository"
+)
+
+// Gitea is what the ticker asks Gitea (repository.Gitea).
+type Gitea interface {
+	FetchIssue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	FetchPullRequest(ctx context.Context, repo string, number int) (repository.PullRequestState, error)
+	FetchStatuses(ctx context.Context, repo, sha string) ([]repository.StatusState, error)
+}
+
+// Config configures the ticker; zero durations take defaults.
+type Config struct {
+	// Owner names this replica in the leader election.
+	Owner string
+	// Agents are the enabled agents (discussions go to each); Lead gets
+	// round reviews; Declared are all agents (others' tasks fail).
+	Agents   []string
+	Lead     string
+	Declared []string
+	// LeaderTTL is the leader lease (default 30s, renewed every third).
+	LeaderTTL time.Duration
+	// Intervals of the jobs.
+	RescueEvery    time.Duration // default 10s
+	ReconcileEvery time.Duration // default 5m
+	ReconcileAge   time.Duration // issues whose copy is older are re-read (default 10m)
+	MentionsEvery  time.Duration // default 30s
+	RoundsEvery    time.Duration // default 30s
+	DiscussEvery   time.Duration // default 15s
+	StatusesEvery  time.Duration // default 2m
+	OrphansEvery   time.Duration // default 1m
+	PruneEvery     time.Duration // default 1h
+	// Retention keeps processed deliveries, effects, mentions and attempt
+	// logs of finished tasks this long (default 30 days).
+	Retention time.Duration
+	// MaxRetries of the tasks the ticker creates (0: the default).
+	MaxRetries int
+	// WakeInbox and WakeDispatcher are called when the ticker added work.
+	WakeInbox      func()
+	WakeDispatcher func()
+	Logger         *slog.Logger
+	Metrics        *Metrics
+	Now            func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.LeaderTTL, 30*time.Second)
+	def(&c.RescueEvery, 10*time.Second)
+	def(&c.ReconcileEvery, 5*time.Minute)
+	def(&c.ReconcileAge, 10*time.Minute)
+	def(&c.MentionsEvery, 30*time.Second)
+	def(&c.RoundsEvery, 30*time.Second)
+	def(&c.DiscussEvery, 15*time.Second)
+	def(&c.StatusesEvery, 2*time.Minute)
+	def(&c.OrphansEvery, time.Minute)
+	def(&c.PruneEvery, time.Hour)
+	def(&c.Retention, 30*24*time.Hour)
+	if c.WakeInbox == nil {
+		c.WakeInbox = func() {}
+	}
+	if c.WakeDispatcher == nil {
+		c.WakeDispatcher = func() {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Ticker runs the periodic jobs while it leads.
+type Ticker struct {
+	cfg   Config
+	store *repository.Store
+	gitea Gitea // nil: the jobs that need Gitea are skipped
+	jobs  []job
+}
+
+type job struct {
+	name  string
+	every time.Duration
+	run   func(ctx context.Context) (int, error)
+	last  time.Time
+}
+
+// Job names.
+const (
+	JobRescue      = "rescue"
+	JobReconcile   = "reconcile"
+	JobMentions    = "mentions"
+	JobRounds      = "rounds"
+	JobDiscussions = "discussions"
+	JobStatuses    = "statuses"
+	JobOrphans     = "orphans"
+	JobPrune       = "prune"
+)
+
+// New builds a ticker; gitea may be nil.
+func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
+	cfg.setDefaults()
+	t := &Ticker{cfg: cfg, store: store, gitea: gitea}
+	t.jobs = []job{
+		{name: JobRescue, every: cfg.RescueEvery, run: t.rescue},
+		{name: JobReconcile, every: cfg.ReconcileEvery, run: t.reconcile},
+		{name: JobMentions, every: cfg.MentionsEvery, run: t.mentions},
+		{name: JobRounds, every: cfg.RoundsEvery, run: t.rounds},
+		{name: JobDiscussions, every: cfg.DiscussEvery, run: t.discussions},
+		{name: JobStatuses, every: cfg.StatusesEvery, run: t.statuses},
+		{name: JobOrphans, every: cfg.OrphansEvery, run: t.orphans},
+		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
+	}
+	return t
+}
+
+// Run competes for leadership and, while leading, runs each job when it is
+// due, until ctx ends; then it gives the lease up.
+func (t *Ticker) Run(ctx context.Context) {
+	beat := time.NewTicker(min(t.cfg.LeaderTTL/3, time.Second))
+	defer beat.Stop()
+	leading := false
+	for {
+		ok, err := t.store.AcquireLeadership(ctx, "ticker", t.cfg.Owner, t.cfg.LeaderTTL)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			t.cfg.Logger.Warn("leader election failed", "error", err)
+			ok = false
+		case ok != leading:
+			t.cfg.Logger.Info("ticker leadership changed", "leader", ok)
+		}
+		leading = ok
+		t.cfg.Metrics.leader.Set(boolFloat(leading))
+		if leading {
+			t.Tick(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			if leading {
+				release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_ = t.store.ReleaseLeadership(release, "ticker", t.cfg.Owner)
+				cancel()
+			}
+			t.cfg.Metrics.leader.Set(0)
+			return
+		case <-beat.C:
+		}
+	}
+}
+
+// Tick runs every job that is due now.
+func (t *Ticker) Tick(ctx context.Context) {
+	now := t.cfg.Now()
+	for i := range t.jobs {
+		j := &t.jobs[i]
+		if !j.last.IsZero() && now.Sub(j.last) < j.every {
+			continue
+		}
+		j.last = now
+		t.RunJob(ctx, j.name)
+	}
+}
+
+// RunJob runs one job now (tests, and `mozi` operators through Tick).
+func (t *Ticker) RunJob(ctx context.Context, name string) int {
+	for _, j := range t.jobs {
+		if j.name != name {
+			continue
+		}
+		start := time.Now()
+		n, err := j.run(ctx)
+		t.cfg.Metrics.runs.WithLabelValues(name).Inc()
+		t.cfg.Metrics.seconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		if err != nil && ctx.Err() == nil {
+			t.cfg.Logger.Error("ticker job failed", "job", name, "error", err)
+			t.cfg.Metrics.errors.WithLabelValues(name).Inc()
+		}
+		if n > 0 {
+			t.cfg.Metrics.items.WithLabelValues(name).Add(float64(n))
+		}
+		return n
+	}
+	panic(fmt.Sprintf("ticker: no job %q", name))
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// removeLogs deletes pruned attempt logs; a log already gone is fine.
+func removeLogs(paths []string) int {
+	n := 0
+	for _, p := range paths {
+		if err := os.Remove(p); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Metrics are the ticker's collectors.
+type Metrics struct {
+	leader  prometheus.Gauge
+	runs    *prometheus.CounterVec
+	errors  *prometheus.CounterVec
+	items   *prometheus.CounterVec
+	seconds *prometheus.HistogramVec
+	rescues prometheus.Counter
+}
+
+// NewMetrics creates the collectors on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mozi_ticker_leader",
+			Help: "1 when this mozi leads the ticker (exactly one replica should).",
+		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mozi_ticker_job_runs_total", Help: "Ticker job runs, by job.",
+		}, []string{"job"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mozi_ticker_job_errors_total", Help: "Ticker job runs that failed, by job.",
+		}, []string{"job"}),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mozi_ticker_job_items_total",
+			Help: "What ticker jobs acted on (tasks rescued, issues reconciled, tasks created, rows pruned…), by job.",
+		}, []string{"job"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mozi_ticker_job_seconds", Help: "Duration of ticker job runs, by job.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"job"}),
+		rescues: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mozi_task_rescues_total", Help: "Tasks rescued after their runner's lease expired.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.leader, m.runs, m.errors, m.items, m.seconds, m.rescues)
+	}
+	return m
+}

@@ -1,0 +1,106 @@
+package payload
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The ticker finds what lost webhooks would have said (an issue closed
+// while mozi was down, a status Gitea never sent) and feeds it through the
+// inbox as a delivery of the same shape, so the same rules apply once.
+
+type synthUser struct {
+	Login string `json:"login"`
+}
+
+func user(login string) *synthUser {
+	if login == "" {
+		return nil
+	}
+	return &synthUser{Login: login}
+}
+
+type synthRepo struct {
+	FullName string `json:"full_name"`
+}
+
+// IssueState is what Gitea says of an issue now.
+type IssueState struct {
+	Number    int
+	Title     string
+	Body      string
+	State     string
+	Author    string
+	Labels    []string
+	Assignees []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ClosedAt  time.Time
+}
+
+func stampPtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// IssueEventBody is an "issues" delivery body with action for the issue's
+// current state; the closer is unknown (no sender).
+func IssueEventBody(repo, action string, i IssueState) ([]byte, error) {
+	type label struct {
+		Name string `json:"name"`
+	}
+	labels := make([]label, len(i.Labels))
+	for k, l := range i.Labels {
+		labels[k] = label{l}
+	}
+	assignees := make([]*synthUser, len(i.Assignees))
+	for k, a := range i.Assignees {
+		assignees[k] = user(a)
+	}
+	return json.Marshal(map[string]any{
+		"action": action, "number": i.Number,
+		"issue": map[string]any{"number": i.Number, "title": i.Title, "body": i.Body, "state": i.State,
+			"user": user(i.Author), "labels": labels, "assignees": assignees,
+			"created_at": stampPtr(i.CreatedAt), "updated_at": stampPtr(i.UpdatedAt), "closed_at": stampPtr(i.ClosedAt)},
+		"repository": synthRepo{repo}, "sender": map[string]string{"login": ""},
+	})
+}
+
+// PullState is what Gitea says of a pull request now.
+type PullState struct {
+	Number    int
+	Title     string
+	Body      string
+	State     string
+	Author    string
+	HeadRef   string
+	HeadSHA   string
+	BaseRef   string
+	Merged    bool
+	MergedBy  string
+	UpdatedAt time.Time
+	ClosedAt  time.Time
+}
+
+// PullClosedBody is a "pull_request closed" delivery body.
+func PullClosedBody(repo string, p PullState) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"action": "closed", "number": p.Number,
+		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": "closed",
+			"user": user(p.Author), "head": map[string]string{"ref": p.HeadRef, "sha": p.HeadSHA},
+			"base": map[string]string{"ref": p.BaseRef}, "merged": p.Merged, "merged_by": user(p.MergedBy),
+			"updated_at": stampPtr(p.UpdatedAt), "closed_at": stampPtr(p.ClosedAt)},
+		"repository": synthRepo{repo}, "sender": user(p.MergedBy),
+	})
+}
+
+// StatusBody is a "status" delivery body.
+func StatusBody(repo string, s Status) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"id": s.ID, "sha": s.SHA, "context": s.Context, "state": s.State, "target_url": s.TargetURL,
+		"description": s.Description, "updated_at": stampPtr(s.UpdatedAt),
+		"repository": synthRepo{repo}, "sender": map[string]string{"login": ""},
+	})
+}

@@ -134,30 +134,40 @@ func (d *Dispatcher) Running() int { return int(d.running.Load()) }
 // Run claims and hands out tasks until claimCtx ends; the handlers get
 // runCtx, which the caller ends later (after a grace period) to kill what
 // still runs. Run returns when it stopped claiming; Wait waits for the
-// handlers.
+// workers.
+//
+// MaxConcurrency workers run the tasks; the claim loop keeps a queue of
+// up to as many claimed tasks ahead of them, so that a worker that frees up
+// starts the next task at once and claims come in batches.
 func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 	agents := d.enabledAgents()
 	if len(agents) == 0 {
 		d.cfg.Logger.Warn("no enabled agent declared: nothing will be spawned")
 	}
+	queue := make(chan repository.Task, d.cfg.MaxConcurrency)
+	for range d.cfg.MaxConcurrency {
+		d.wg.Go(func() { d.work(claimCtx, runCtx, queue) })
+	}
+	defer close(queue)
 	for claimCtx.Err() == nil {
-		free := d.cfg.MaxConcurrency - d.Running()
+		room := cap(queue) - len(queue)
 		claimed := 0
-		if free > 0 && len(agents) > 0 {
-			tasks, err := d.store.ClaimTasks(claimCtx, repository.ClaimRequest{Owner: d.cfg.Owner, Limit: free,
+		if room > 0 && len(agents) > 0 {
+			tasks, err := d.store.ClaimTasks(claimCtx, repository.ClaimRequest{Owner: d.cfg.Owner, Limit: room,
 				LeaseTTL: d.cfg.LeaseTTL, Agents: agents})
 			switch {
 			case err != nil && claimCtx.Err() == nil:
 				d.cfg.Logger.Error("claim failed", "error", err)
 			case err == nil:
 				claimed = len(tasks)
+				d.cfg.Metrics.claims.Add(float64(claimed))
 				for _, t := range tasks {
-					d.start(runCtx, t)
+					queue <- t // room was checked and only this loop adds
 				}
 			}
 		}
-		if claimed > 0 && claimed == free {
-			continue // maybe more is due; slots will tell
+		if claimed > 0 && claimed == room {
+			continue // maybe more is due
 		}
 		select {
 		case <-claimCtx.Done():
@@ -168,25 +178,35 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 	}
 }
 
-// Wait blocks until every started handler returned.
-func (d *Dispatcher) Wait() { d.wg.Wait() }
-
-func (d *Dispatcher) start(ctx context.Context, t repository.Task) {
-	d.running.Add(1)
-	d.cfg.Metrics.claims.Inc()
-	d.wg.Go(func() {
-		defer func() {
-			d.running.Add(-1)
-			select {
-			case d.freed <- struct{}{}:
-			default:
-			}
-		}()
-		if d.guard(ctx, t) {
-			d.handler.Handle(ctx, t)
+// work runs queued tasks. Tasks still queued when claiming stops were
+// never started: they go back to pending at once.
+func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan repository.Task) {
+	for t := range queue {
+		if claimCtx.Err() != nil {
+			d.release(t)
+			continue
 		}
-	})
+		d.running.Add(1)
+		if d.guard(runCtx, t) {
+			d.handler.Handle(runCtx, t)
+		}
+		d.running.Add(-1)
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
+	}
 }
+
+func (d *Dispatcher) release(t repository.Task) {
+	if _, err := d.store.Apply(context.Background(), t.ID, repository.EventRelease,
+		repository.Change{Error: "not started: mozi was shutting down"}); err != nil {
+		d.cfg.Logger.Error("claimed task not released", "task_id", t.ID, "error", err)
+	}
+}
+
+// Wait blocks until every worker returned (after Run returned).
+func (d *Dispatcher) Wait() { d.wg.Wait() }
 
 func (d *Dispatcher) enabledAgents() []repository.AgentLimit {
 	var out []repository.AgentLimit

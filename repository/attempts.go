@@ -43,27 +43,38 @@ type Attempt struct {
 
 // StartAttempt records that a task's agent is being spawned.
 func (s *Store) StartAttempt(ctx context.Context, t Task, runner, logPath string) (Attempt, error) {
+	a, err := insertAttempt(ctx, s.pool, t, runner, logPath)
+	if err != nil {
+		return Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", t.DispatchCount, t.ID, err)
+	}
+	return a, nil
+}
+
+// insertAttempt records attempt t.DispatchCount of t as running; a rescued
+// attempt that is run again reuses its row.
+func insertAttempt(ctx context.Context, q querier, t Task, runner, logPath string) (Attempt, error) {
 	a := Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
 		Issue: t.IssueNumber, LogPath: logPath, Outcome: AttemptRunning}
-	err := s.pool.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
+	err := q.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
 			issue_number, log_path) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (task_id, attempt) DO UPDATE SET started_at = now(), runner = EXCLUDED.runner,
 			finished_at = NULL, outcome = 'running', log_path = EXCLUDED.log_path
 		RETURNING id, started_at`,
 		a.TaskID, a.Attempt, a.Agent, a.Runner, a.Repo, a.Issue, a.LogPath).Scan(&a.ID, &a.StartedAt)
-	if err != nil {
-		return Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", a.Attempt, t.ID, err)
-	}
-	return a, nil
+	return a, err
 }
 
 // FinishAttempt records how an attempt ended.
 func (s *Store) FinishAttempt(ctx context.Context, a Attempt) error {
+	return finishAttempt(ctx, s.pool, a)
+}
+
+func finishAttempt(ctx context.Context, q querier, a Attempt) error {
 	var cost *float64
 	if a.CostUSD > 0 {
 		cost = &a.CostUSD
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), exit_code = $2, outcome = $3,
+	_, err := q.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), exit_code = $2, outcome = $3,
 			error = $4, output_tail = $5, duration_ms = $6, tokens_in = NULLIF($7, 0),
 			tokens_out = NULLIF($8, 0), cost_usd = $9
 		WHERE id = $1`,
@@ -118,4 +129,53 @@ func (s *Store) SpawnCounts(ctx context.Context, repo string, issue int, agent s
 		return 0, 0, fmt.Errorf("count spawns of %s#%d and %s: %w", repo, issue, agent, err)
 	}
 	return perIssue, perAgent, nil
+}
+
+// StartRun moves a claimed task to working for owner and records its
+// attempt, in one transaction. started is false when the task moved
+// meanwhile (nothing is recorded then).
+func (s *Store) StartRun(ctx context.Context, t Task, owner, logPath string) (Attempt, bool, error) {
+	var (
+		a       Attempt
+		started bool
+	)
+	err := s.InTx(ctx, func(tx *Tx) error {
+		res, err := apply(ctx, tx.tx, t.ID, EventStart, Change{LeaseOwner: owner})
+		if err != nil || !res.Applied {
+			return err
+		}
+		started = true
+		a, err = insertAttempt(ctx, tx.tx, t, owner, logPath)
+		return err
+	})
+	if err != nil {
+		return Attempt{}, false, fmt.Errorf("start run of task %d: %w", t.ID, err)
+	}
+	return a, started, nil
+}
+
+// FinishRun records how an attempt ended and moves its task, in one
+// transaction: by ev with c, or, when ev is empty, only by dropping the
+// run's lease (the task waits for Gitea).
+func (s *Store) FinishRun(ctx context.Context, a Attempt, owner string, ev Event, c Change) (Result, error) {
+	var res Result
+	err := s.InTx(ctx, func(tx *Tx) error {
+		if a.ID != 0 {
+			if err := finishAttempt(ctx, tx.tx, a); err != nil {
+				return err
+			}
+		}
+		if ev == "" {
+			_, err := tx.tx.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
+					updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, owner)
+			return err
+		}
+		var err error
+		res, err = apply(ctx, tx.tx, a.TaskID, ev, c)
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("finish run of task %d: %w", a.TaskID, err)
+	}
+	return res, nil
 }

@@ -105,6 +105,11 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 		if _, err := tx.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLockKey); err != nil {
 			return fmt.Errorf("take claim lock: %w", err)
 		}
+		// Planning this statement costs about as much as running it: plan
+		// it once per connection, not per claim.
+		if _, err := tx.tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
 		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, window, req.Owner, leaseTTL(Change{LeaseTTL: req.LeaseTTL}))
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)

@@ -28,10 +28,11 @@ type IssueReader struct {
 }
 
 type memEntry struct {
-	at      time.Time
-	issue   Issue
-	report  *string
-	blocked *[]int
+	at       time.Time
+	issue    Issue
+	notFound bool // Gitea said 404: asked again after the TTL
+	report   *string
+	blocked  *[]int
 }
 
 // maxMemEntries bounds the in-memory layer.
@@ -84,6 +85,8 @@ func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (Issue
 	key := memKey(repo, number)
 	if e, ok := r.cached(key); ok && e.issue.Number != 0 {
 		return e.issue, nil
+	} else if ok && e.notFound {
+		return Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrNotFound)
 	}
 	issue, found, err := r.store.Issue(ctx, repo, number)
 	if err != nil {
@@ -94,6 +97,9 @@ func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (Issue
 			return Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrUnavailable)
 		}
 		if issue, err = r.gitea.FetchIssue(ctx, repo, number); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				r.remember(key, func(e *memEntry) { e.notFound = true })
+			}
 			return Issue{}, err
 		}
 		if err := r.store.SaveIssue(ctx, issue); err != nil {

@@ -19,10 +19,10 @@ import (
 // Store is what the spawner records runs in (repository.Store).
 type Store interface {
 	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
-	StartAttempt(ctx context.Context, t repository.Task, runner, logPath string) (repository.Attempt, error)
+	StartRun(ctx context.Context, t repository.Task, owner, logPath string) (repository.Attempt, bool, error)
+	FinishRun(ctx context.Context, a repository.Attempt, owner string, ev repository.Event, c repository.Change) (repository.Result, error)
 	FinishAttempt(ctx context.Context, a repository.Attempt) error
 	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error)
-	EndRun(ctx context.Context, id int64, owner string) error
 	Task(ctx context.Context, id int64) (repository.Task, error)
 	SetTaskMeta(ctx context.Context, id int64, m repository.Meta) error
 }
@@ -118,17 +118,12 @@ func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 			NotBefore: time.Now().Add(time.Minute), Error: fmt.Sprintf("%v: %v", errPromptUnavailable, err)})
 		return
 	}
-	res, err := s.store.Apply(bg, t.ID, repository.EventStart, repository.Change{LeaseOwner: s.cfg.Owner})
-	if err != nil || !res.Applied {
-		log.Info("task moved before its agent started: not spawning", "status", res.From, "error", err)
-		return
-	}
-
 	runDir := filepath.Join(s.cfg.StateDir, "runs", fmt.Sprintf("%d-%d", t.ID, t.DispatchCount))
 	logPath := filepath.Join(s.cfg.StateDir, "logs", safeName(t.Repo), fmt.Sprintf("%d-%d.log", t.ID, t.DispatchCount))
-	attempt, err := s.store.StartAttempt(bg, t, s.cfg.Owner, logPath)
-	if err != nil {
-		log.Error("attempt not recorded", "error", err)
+	attempt, started, err := s.store.StartRun(bg, t, s.cfg.Owner, logPath)
+	if err != nil || !started {
+		log.Info("task moved before its agent started: not spawning", "error", err)
+		return
 	}
 	promptFile := filepath.Join(runDir, "prompt.md")
 	if err := writePrompt(promptFile, prompt); err != nil {
@@ -186,58 +181,62 @@ func (s *Spawner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 }
 
-// finish records the attempt and moves the task by its outcome.
+// finish records the attempt and moves the task by its outcome, in one
+// transaction.
 func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Task, a Agent, attempt repository.Attempt, r Result) {
-	if attempt.ID != 0 {
-		attempt.Outcome, attempt.Error, attempt.OutputTail = r.Outcome, r.Err, r.Tail
-		attempt.Duration, attempt.TokensIn, attempt.TokensOut, attempt.CostUSD = r.Duration, r.TokensIn, r.TokensOut, r.CostUSD
-		if r.ExitCode >= 0 {
-			code := r.ExitCode
-			attempt.ExitCode = &code
-		}
-		if err := s.store.FinishAttempt(ctx, attempt); err != nil {
-			log.Error("attempt not recorded", "error", err)
-		}
+	attempt.Outcome, attempt.Error, attempt.OutputTail = r.Outcome, r.Err, r.Tail
+	attempt.Duration, attempt.TokensIn, attempt.TokensOut, attempt.CostUSD = r.Duration, r.TokensIn, r.TokensOut, r.CostUSD
+	if r.ExitCode >= 0 {
+		code := r.ExitCode
+		attempt.ExitCode = &code
 	}
 	s.cfg.Metrics.finished(t, r)
 	log = log.With("outcome", r.Outcome, "duration", r.Duration.Round(time.Millisecond).String())
+	var (
+		ev  repository.Event
+		c   repository.Change
+		msg string
+	)
 	switch {
 	case r.Outcome == OutcomeLeaseLost:
 		log.Warn("agent stopped: its task was taken over")
+		if err := s.store.FinishAttempt(ctx, attempt); err != nil {
+			log.Error("attempt not recorded", "error", err)
+		}
+		return
 	case r.Outcome == OutcomeInterrupted:
-		log.Info("agent interrupted by shutdown; the task will run again")
-		s.apply(ctx, log, t, repository.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner})
+		ev, c, msg = repository.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, "agent interrupted by shutdown; the task will run again"
 	case r.Outcome == OutcomeSucceeded || t.ActionType.Notification() && r.Outcome != OutcomeSpawnError:
 		if t.ActionType.FinishedOnExit() {
-			log.Info("agent finished; task done")
-			s.apply(ctx, log, t, repository.EventComplete, repository.Change{})
-			return
+			ev, msg = repository.EventComplete, "agent finished; task done"
+		} else {
+			msg = "agent finished; task waits for Gitea" // ev "": only the lease is dropped
 		}
-		log.Info("agent finished; task waits for Gitea")
-		if err := s.store.EndRun(ctx, t.ID, s.cfg.Owner); err != nil {
-			log.Error("run not ended", "error", err)
-		}
-	default:
-		s.failedAttempt(ctx, log, t, r)
-	}
-}
-
-// failedAttempt retries with backoff, or fails the task when its retries
-// are spent and says why on the issue, once.
-func (s *Spawner) failedAttempt(ctx context.Context, log *slog.Logger, t repository.Task, r Result) {
-	if t.RetryCount < t.MaxRetries {
+	case t.RetryCount < t.MaxRetries:
 		delay := s.backoff(t.RetryCount + 1)
-		log.Warn("agent failed, will retry", "error", r.Err, "retry_in", delay.Round(time.Second).String(),
-			"retries_left", t.MaxRetries-t.RetryCount-1)
+		ev, c = repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: r.Err}
+		log = log.With("error", r.Err, "retry_in", delay.Round(time.Second).String(), "retries_left", t.MaxRetries-t.RetryCount-1)
+		msg = "agent failed, will retry"
 		s.cfg.Metrics.retries.WithLabelValues(t.Agent).Inc()
-		s.apply(ctx, log, t, repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: r.Err})
-		return
+	default:
+		ev, c = repository.EventFail, repository.Change{Error: r.Err}
+		log = log.With("error", r.Err)
+		msg = "agent failed, no retry left: task failed"
 	}
-	log.Error("agent failed, no retry left: task failed", "error", r.Err)
-	if !s.apply(ctx, log, t, repository.EventFail, repository.Change{Error: r.Err}) {
+	res, err := s.store.FinishRun(ctx, attempt, s.cfg.Owner, ev, c)
+	switch {
+	case err != nil:
+		log.Error("run not recorded", "error", err)
 		return
+	case ev != "" && !res.Applied:
+		log.Info("task had already moved", "transition", ev, "status", res.From)
+		return
+	case ev == repository.EventRetry || ev == repository.EventFail:
+		log.Warn(msg)
+	default:
+		log.Info(msg)
 	}
-	if s.cfg.FailureComment && s.commenter != nil && t.IssueNumber > 0 {
+	if ev == repository.EventFail && s.cfg.FailureComment && s.commenter != nil && t.IssueNumber > 0 {
 		s.commentFailure(ctx, log, t, r)
 	}
 }

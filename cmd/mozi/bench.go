@@ -31,15 +31,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	switch args[0] {
 	case "intake":
 		return benchIntake(ctx, e, args[1:])
+	case "dispatch":
+		return benchDispatch(ctx, e, args[1:])
 	}
 	return usagef("unknown benchmark %q\n%s", args[0], benchUsage)
 }
 
-const benchUsage = `Usage: mozi bench intake [flags]
+const benchUsage = `Usage: mozi bench intake|dispatch|e2e [flags]
 
   intake    signed deliveries accepted durably per second through the real
             HTTP handler, next to single-row INSERTs of the same body into the
             same PostgreSQL, and ack latency at a fixed rate
+  dispatch  tasks claimed and completed per second with a no-op runner, and
+            through the whole spawn path with /bin/true as the agent
+  e2e       latency from a webhook received to its agent's process started
 
 Each benchmark starts its own PostgreSQL (default settings, durable commits)
 in a temporary directory, or uses --database-url.`

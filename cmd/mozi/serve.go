@@ -279,6 +279,6 @@ func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
 func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*repository.Gitea, error) {
 	return repository.NewGitea(repository.GiteaConfig{
 		URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(), Timeout: cfg.Gitea.Timeout,
-		Logger: logger, Registerer: reg,
+		RatePerSecond: cfg.Gitea.RatePerSecond, Burst: cfg.Gitea.Burst, Logger: logger, Registerer: reg,
 	})
 }

@@ -28,6 +28,10 @@ func testAgent() int {
 		return 2
 	}
 	switch mode {
+	case "slow-once":
+		if os.Getenv("MOZI_ATTEMPT") == "1" {
+			time.Sleep(time.Hour) // mozi is killed meanwhile
+		}
 	case "fail":
 		fmt.Println("test agent: failing on purpose")
 		return 1

@@ -81,6 +81,9 @@ type Gitea struct {
 	BotUser string `yaml:"bot_user"`
 	// Timeout bounds each API request (default 15s).
 	Timeout time.Duration `yaml:"timeout"`
+	// RatePerSecond and Burst limit mozi's own API calls (defaults 10, 20).
+	RatePerSecond float64 `yaml:"rate_per_second"`
+	Burst         int     `yaml:"burst"`
 }
 
 // Webhook configures the intake endpoint.
@@ -345,6 +348,8 @@ func (c *Config) applyDefaults() {
 	if c.Gitea.Timeout == 0 {
 		c.Gitea.Timeout = 15 * time.Second
 	}
+	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, 10)
+	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, 20)
 	if c.Webhook.MaxBodyBytes == 0 {
 		c.Webhook.MaxBodyBytes = 10 << 20
 	}
@@ -438,6 +443,9 @@ func (c *Config) validate() error {
 	}
 	if c.Gitea.Timeout < 0 {
 		return c.fail("gitea.timeout", "must be positive")
+	}
+	if c.Gitea.RatePerSecond < 0 || c.Gitea.Burst < 0 {
+		return c.fail("gitea.rate_per_second", "the rate limit must be positive")
 	}
 	for i, s := range c.Webhook.Secrets {
 		if s == "" {

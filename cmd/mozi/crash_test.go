@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/pgtest"
+)
+
+// writeConfig writes a serve configuration with one agent run by this test
+// binary in mode. Mode "quick" is a shell one-liner instead: the race-built
+// test binary takes a second to start, which would make the 1,000-task test
+// measure the race runtime rather than mozi.
+func writeConfig(t *testing.T, dir, dbURL, giteaURL, mode string, extra string) (cfg, journal string) {
+	t.Helper()
+	bin, err := os.Executable()
+	require.NoError(t, err)
+	command := fmt.Sprintf("%q", bin)
+	if mode == "quick" {
+		command = `"/bin/sh", "-c", "echo start task=$MOZI_TASK_ID pid=$$ >> \"$TEST_AGENT_JOURNAL\""`
+	}
+	journal = filepath.Join(dir, "journal")
+	cfg = filepath.Join(dir, "mozi.yaml")
+	body := fmt.Sprintf(`listen: 127.0.0.1:0
+database: {url: "%s"}
+gitea: {url: "%s", token: %s, rate_per_second: 2000, burst: 2000}
+webhook: {secrets: [%s], discussion_grace: 100000h}
+dispatcher: {lease_ttl: 3s, poll_interval: 500ms, max_concurrency: 8, spawns_per_agent_per_day: 100000}
+spawner: {retry_base: 100ms, retry_max: 200ms, kill_grace: 200ms, shutdown_grace: 1s}
+ticker: {sweep_every: 250ms, leader_ttl: 3s}
+%s
+agents:
+  - {login: bulk, command: [%s], workdir: "%s/work", token_env: BULK_TOKEN, max_concurrency: 16,
+     env: {TEST_AGENT_MODE: %s, TEST_AGENT_JOURNAL: "%s"}}
+`, dbURL, giteaURL, giteatest.Token, testSecret, extra, command, dir, mode, journal)
+	require.NoError(t, os.WriteFile(cfg, []byte(body), 0o600))
+	return cfg, journal
+}
+
+// starts counts the "start task=ID" lines of the agent journal per task.
+func starts(t *testing.T, journal string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	f, err := os.Open(journal)
+	if os.IsNotExist(err) {
+		return out
+	}
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "start task="); ok {
+			id, _, _ := strings.Cut(rest, " ")
+			out[id]++
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// serveFixture prepares what the mozi processes of a test share: a fake
+// Gitea, a database, a configuration running the test agent in mode, and
+// the environment that points mozi at them.
+func serveFixture(t *testing.T, mode string) (dir string, store *repository.Store, journal string, envs []string) {
+	t.Helper()
+	dir = filepath.Dir(stateDir(t))
+	gitea := giteatest.New()
+	t.Cleanup(gitea.Close)
+	gitea.AddUser("token-bulk", "bulk")
+	dbURL := pgtest.URL(t)
+	cfg, journal := writeConfig(t, dir, dbURL, gitea.URL, mode, "")
+	store, err := repository.Open(context.Background(), dbURL, repository.Options{})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	return dir, store, journal, []string{"MOZI_CONFIG=" + cfg, "BULK_TOKEN=token-bulk", "MOZI_DATABASE_URL="}
+}
+
+// mozi is SIGKILLed while an agent runs: its agent dies with it, and after
+// a restart the task is rescued and run again, exactly once.
+func TestCrashWhileAnAgentRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mozi processes")
+	}
+	dir, store, journal, envs := serveFixture(t, "slow-once")
+	first := startServe(t, filepath.Join(dir, "state"), envs...)
+	task, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+	require.NoError(t, err)
+	id := fmt.Sprint(task.ID)
+	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
+
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
+	_ = first.waitExit(t, 10*time.Second)
+	got, err := store.Task(context.Background(), task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusWorking, got.Status, "the database still says working")
+
+	second := startServe(t, filepath.Join(dir, "state"), envs...)
+	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
+	waitFor(t, "the task to be rescued and done", 30*time.Second, func() bool {
+		got, err := store.Task(context.Background(), task.ID)
+		return err == nil && got.Status == repository.StatusDone
+	})
+	time.Sleep(time.Second) // a few sweeps: nothing more may happen
+	assert.Equal(t, 2, starts(t, journal)[id], "run once before the crash, once after")
+	attempts, err := store.Attempts(context.Background(), task.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
+	assert.Equal(t, repository.AttemptSucceeded, attempts[1].Outcome)
+}
+
+// Two mozi processes on one database, 1,000 tasks: each spawned once.
+func TestTwoReplicasSpawnEachTaskOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mozi processes")
+	}
+	dir, store, journal, envs := serveFixture(t, "quick")
+	var replicas []*serveProc
+	for i := range 2 {
+		p := startServe(t, filepath.Join(dir, fmt.Sprint("state", i)), envs...)
+		replicas = append(replicas, p)
+	}
+	const total = 1000
+	for i := range total {
+		_, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: i + 1,
+			ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+		require.NoError(t, err)
+	}
+	waitFor(t, "every task to be done", 3*time.Minute, func() bool {
+		done, err := store.ListTasks(context.Background(), repository.TaskFilter{Status: repository.StatusDone, Limit: total + 1})
+		return err == nil && len(done) == total
+	})
+	for _, p := range replicas {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, p.waitExit(t, 30*time.Second))
+	}
+	counts := starts(t, journal)
+	assert.Len(t, counts, total)
+	for id, n := range counts {
+		if n != 1 {
+			t.Errorf("task %s spawned %d times", id, n)
+		}
+	}
+	runners := map[string]int{}
+	for i := range total {
+		attempts, err := store.Attempts(context.Background(), int64(i+1))
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		runners[attempts[0].Runner]++
+	}
+	assert.Len(t, runners, 2, "both replicas took part: %v", runners)
+}

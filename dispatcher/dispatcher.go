@@ -83,7 +83,8 @@ type Dispatcher struct {
 	handler Handler
 	wake    chan struct{}
 	freed   chan struct{}
-	running atomic.Int64
+	running atomic.Int64 // tasks in guard or handler
+	busy    atomic.Int64 // tasks claimed and not finished, queued ones included
 	wg      sync.WaitGroup
 }
 
@@ -136,9 +137,11 @@ func (d *Dispatcher) Running() int { return int(d.running.Load()) }
 // still runs. Run returns when it stopped claiming; Wait waits for the
 // workers.
 //
-// MaxConcurrency workers run the tasks; the claim loop keeps a queue of
-// up to as many claimed tasks ahead of them, so that a worker that frees up
-// starts the next task at once and claims come in batches.
+// MaxConcurrency workers run the tasks. The claim loop claims only for
+// idle workers: a claimed task holds a lease that nobody renews until its
+// agent starts, so it must not wait behind agents that run for minutes.
+// Claims batch by themselves: workers that free up while a claim is in
+// flight are all served by the next one.
 func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 	agents := d.enabledAgents()
 	if len(agents) == 0 {
@@ -150,7 +153,9 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 	}
 	defer close(queue)
 	for claimCtx.Err() == nil {
-		room := cap(queue) - len(queue)
+		// busy counts claimed tasks until their worker is done with them,
+		// so room never exceeds the idle workers or the queue's space.
+		room := d.cfg.MaxConcurrency - int(d.busy.Load())
 		claimed := 0
 		if room > 0 && len(agents) > 0 {
 			tasks, err := d.store.ClaimTasks(claimCtx, repository.ClaimRequest{Owner: d.cfg.Owner, Limit: room,
@@ -161,8 +166,9 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 			case err == nil:
 				claimed = len(tasks)
 				d.cfg.Metrics.claims.Add(float64(claimed))
+				d.busy.Add(int64(claimed))
 				for _, t := range tasks {
-					queue <- t // room was checked and only this loop adds
+					queue <- t
 				}
 			}
 		}
@@ -184,6 +190,7 @@ func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan reposit
 	for t := range queue {
 		if claimCtx.Err() != nil {
 			d.release(t)
+			d.busy.Add(-1)
 			continue
 		}
 		d.running.Add(1)
@@ -191,6 +198,7 @@ func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan reposit
 			d.handler.Handle(runCtx, t)
 		}
 		d.running.Add(-1)
+		d.busy.Add(-1)
 		select {
 		case d.freed <- struct{}{}:
 		default:

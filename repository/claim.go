@@ -40,7 +40,7 @@ WITH agents AS (
     SELECT login, lim FROM unnest($1::text[], $2::int[]) AS a(login, lim)
 ), running AS (
     SELECT agent, count(*) AS n FROM task_state
-    WHERE lease_owner IS NOT NULL AND lease_expires_at > now() GROUP BY agent
+    WHERE lease_owner IS NOT NULL AND agent = ANY($1) AND lease_expires_at > now() GROUP BY agent
 ), ready AS (
     SELECT t.id, t.agent, t.repo, t.issue_number, t.priority, t.not_before
     FROM task_state t
@@ -107,7 +107,10 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 		}
 		// Planning this statement costs about as much as running it: plan
 		// it once per connection, not per claim.
-		if _, err := tx.tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		// A claim need not wait for its WAL flush: nothing is spawned
+		// before StartRun's durable commit, which flushes the claim too; a
+		// claim lost with the server only leaves its tasks pending.
+		if _, err := tx.tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
 		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, window, req.Owner, leaseTTL(Change{LeaseTTL: req.LeaseTTL}))

@@ -33,6 +33,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return benchIntake(ctx, e, args[1:])
 	case "dispatch":
 		return benchDispatch(ctx, e, args[1:])
+	case "e2e":
+		return benchE2E(ctx, e, args[1:])
 	}
 	return usagef("unknown benchmark %q\n%s", args[0], benchUsage)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,4 +173,63 @@ func TestTwoReplicasSpawnEachTaskOnce(t *testing.T) {
 		runners[attempts[0].Runner]++
 	}
 	assert.Len(t, runners, 2, "both replicas took part: %v", runners)
+}
+
+// SIGTERM while an agent runs: mozi waits out the shutdown grace, then
+// kills the agent, records the attempt as interrupted (not a failure) and
+// exits cleanly; after a restart the task runs again.
+func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mozi processes")
+	}
+	dir, store, journal, envs := serveFixture(t, "slow-once")
+	ctx := context.Background()
+	first := startServe(t, filepath.Join(dir, "state"), envs...)
+	task, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 5,
+		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+	require.NoError(t, err)
+	id := fmt.Sprint(task.ID)
+	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
+	pid := agentPID(t, journal, id)
+
+	stopped := time.Now()
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, first.waitExit(t, 30*time.Second), "a clean exit")
+	assert.GreaterOrEqual(t, time.Since(stopped), time.Second, "the agent had its shutdown grace (1s)")
+	assert.Error(t, syscall.Kill(pid, 0), "the agent was killed with mozi")
+	got, err := store.Task(ctx, task.ID)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Zero(t, got.RetryCount, "an interruption is not a failure")
+	attempts, err := store.Attempts(ctx, task.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	assert.Equal(t, repository.AttemptInterrupted, attempts[0].Outcome)
+
+	second := startServe(t, filepath.Join(dir, "state"), envs...)
+	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
+	waitFor(t, "the task to run again and finish", 30*time.Second, func() bool {
+		got, err := store.Task(ctx, task.ID)
+		return err == nil && got.Status == repository.StatusDone
+	})
+	assert.Equal(t, 2, starts(t, journal)[id])
+}
+
+// agentPID reads the pid a test agent journaled when it started task id.
+func agentPID(t *testing.T, journal, id string) int {
+	t.Helper()
+	data, err := os.ReadFile(journal)
+	require.NoError(t, err)
+	for line := range strings.Lines(string(data)) {
+		if !strings.HasPrefix(line, "start task="+id+" ") {
+			continue
+		}
+		_, pidText, ok := strings.Cut(strings.TrimSpace(line), "pid=")
+		require.True(t, ok, line)
+		pid, err := strconv.Atoi(pidText)
+		require.NoError(t, err)
+		return pid
+	}
+	t.Fatalf("task %s never started", id)
+	return 0
 }

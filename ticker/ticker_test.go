@@ -1,0 +1,266 @@
+package ticker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/templates"
+	"github.com/moziplus/mozi/ticker"
+	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/recording"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// fakeGitea answers what the ticker asks; a nil answer is a 404-like error.
+type fakeGitea struct {
+	mu       sync.Mutex
+	issues   map[int]repository.Issue
+	statuses map[string][]repository.StatusState
+	err      error
+	calls    int
+}
+
+var errGiteaDown = errors.New("gitea: 502 Bad Gateway")
+
+func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (repository.Issue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return repository.Issue{}, f.err
+	}
+	i, ok := f.issues[n]
+	if !ok {
+		return repository.Issue{}, repository.ErrNotFound
+	}
+	return i, nil
+}
+
+func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (repository.PullRequestState, error) {
+	return repository.PullRequestState{}, repository.ErrNotFound
+}
+
+func (f *fakeGitea) FetchStatuses(_ context.Context, _ string, sha string) ([]repository.StatusState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.statuses[sha], nil
+}
+
+// world is a store fed by the recorded deliveries through the real intake
+// and mapper, with a ticker whose jobs the test runs by hand.
+type world struct {
+	t         *testing.T
+	store     *repository.Store
+	server    *httptest.Server
+	processor *webhook.Processor
+	fixtures  []recording.Fixture
+	gitea     *fakeGitea
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	store := pgtest.Store(t)
+	agents := webhook.NewAgents([]webhook.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
+		{Login: "lead", Lead: true}})
+	mapper := webhook.NewMapper(webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
+		TaskBudgetPerHour: 1000})
+	intake, err := webhook.NewIntake(store, webhook.IntakeConfig{InsecureNoSignature: true})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	intake.Start(ctx)
+	w := &world{t: t, store: store, fixtures: recording.MustLoad(), gitea: &fakeGitea{},
+		server:    httptest.NewServer(intake.Routes()),
+		processor: webhook.NewProcessor(store, mapper.Apply, webhook.ProcessorConfig{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})}
+	t.Cleanup(func() { w.server.Close(); cancel(); intake.Wait() })
+	return w
+}
+
+func (w *world) replay(prefixes ...string) {
+	w.t.Helper()
+	for _, p := range prefixes {
+		req, err := recording.Find(w.fixtures, p).Request(w.server.URL+webhook.Path, nil)
+		require.NoError(w.t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(w.t, err)
+		resp.Body.Close()
+		require.Equal(w.t, http.StatusAccepted, resp.StatusCode, "fixture %s", p)
+	}
+	w.drain()
+}
+
+func (w *world) drain() {
+	w.t.Helper()
+	for i := 0; w.processor.ProcessOne(context.Background()); i++ {
+		require.Less(w.t, i, 1000, "inbox does not drain")
+	}
+}
+
+func (w *world) ticker(cfg ticker.Config) *ticker.Ticker {
+	cfg.Owner = "test"
+	return ticker.New(cfg, w.store, w.gitea)
+}
+
+// tasks lists the tasks of an agent on an issue, newest first.
+func (w *world) tasks(action repository.ActionType, agent string, issue int) []repository.Task {
+	w.t.Helper()
+	tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{Repo: "acme/widget",
+		IssueNumber: issue, Agent: agent, ActionType: action})
+	require.NoError(w.t, err)
+	return tasks
+}
+
+func (w *world) task(action repository.ActionType, agent string, issue int) repository.Task {
+	w.t.Helper()
+	tasks := w.tasks(action, agent, issue)
+	require.NotEmpty(w.t, tasks, "no %s task of %s on #%d", action, agent, issue)
+	return tasks[0]
+}
+
+// Gitea closed an issue while mozi was down (the webhook is lost): the
+// reconcile pass reads it, feeds an issues/closed delivery through the
+// inbox, and the live task ends as if the webhook had come, once.
+func TestReconcileCatchesALostClose(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("007", "009") // #3 opened, assigned to coder2
+	live := w.task(repository.ActionIssueAssigned, "coder2", 3)
+	require.Equal(t, repository.StatusPending, live.Status)
+	cached, ok, err := w.store.Issue(ctx, "acme/widget", 3)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	closed := cached
+	closed.State, closed.UpdatedAt, closed.ClosedAt = "closed", cached.UpdatedAt.Add(time.Hour), cached.UpdatedAt.Add(time.Hour)
+	w.gitea.issues = map[int]repository.Issue{3: closed}
+	tk := w.ticker(ticker.Config{ReconcileAge: time.Millisecond})
+	time.Sleep(5 * time.Millisecond) // the copy is now older than ReconcileAge
+
+	w.gitea.err = errGiteaDown
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "Gitea down: nothing changes, the next pass retries")
+	w.gitea.err = nil
+
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobReconcile))
+	w.drain()
+	assert.Equal(t, repository.StatusDone, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	deliveries, err := w.store.ListDeliveries(ctx, repository.DeliveryFilter{})
+	require.NoError(t, err)
+	assert.Equal(t, "closed", deliveries[0].Action)
+	assert.Equal(t, "ticker", deliveries[0].Headers["X-Mozi-Synthesized"])
+
+	time.Sleep(5 * time.Millisecond)
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "nothing live waits on #3 any more")
+}
+
+// A failing CI status whose webhook was lost is found by polling the head
+// of a pull request in review, and becomes one ci_failure task.
+func TestStatusPollFindsALostFailure(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("007", "009", "019") // #3 assigned to coder2; PR #4 opened for it
+	pr, ok, err := w.store.PullRequest(ctx, "acme/widget", 4)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotEmpty(t, pr.HeadSHA)
+	w.gitea.statuses = map[string][]repository.StatusState{pr.HeadSHA: {
+		{ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()},
+		{ID: 72, Context: "ci/test", State: "failure", Description: "2 tests failed", UpdatedAt: time.Now()},
+	}}
+	tk := w.ticker(ticker.Config{})
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobStatuses), "the failure, not the success")
+	w.drain()
+	failure := w.task(repository.ActionCIFailure, "coder2", 4)
+	assert.Equal(t, repository.StatusPending, failure.Status)
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobStatuses), "the same status is not fed twice")
+}
+
+// An unassigned top-level issue is broadcast to every agent for
+// discussion once its grace period is over, once.
+func TestDiscussionBroadcastOnce(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 50, Title: "Which queue?",
+		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
+	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 51, Title: "Not yet",
+		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(time.Hour)}))
+	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
+	assert.Equal(t, 2, tk.RunJob(ctx, ticker.JobDiscussions))
+	for _, agent := range []string{"coder1", "coder2"} {
+		assert.Equal(t, repository.StatusPending, w.task(repository.ActionDiscussion, agent, 50).Status)
+	}
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions), "broadcast once")
+	assert.Empty(t, w.tasks(repository.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
+}
+
+// Pending tasks of an agent removed from the configuration fail with a
+// reason instead of waiting forever.
+func TestOrphansFail(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ghost, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8,
+		ActionType: repository.ActionMention, Agent: "ghost", Priority: 2})
+	require.NoError(t, err)
+	kept, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8,
+		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
+	require.NoError(t, err)
+	tk := w.ticker(ticker.Config{Declared: []string{"coder1"}})
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobOrphans))
+	got, err := w.store.Task(ctx, ghost.ID)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusFailed, got.Status)
+	assert.Contains(t, got.LastError, "agent ghost is not declared")
+	got, err = w.store.Task(ctx, kept.ID)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusPending, got.Status)
+}
+
+// Prune removes processed deliveries and the logs of finished tasks older
+// than the retention; live tasks' logs and parked deliveries stay.
+func TestPruneByRetention(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("002", "004") // #1 opened, #2 assigned to coder1
+	dir := t.TempDir()
+	finished, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 9,
+		ActionType: repository.ActionIssueClosed, Agent: "coder1", Priority: 2})
+	require.NoError(t, err)
+	live := w.task(repository.ActionIssueAssigned, "coder1", 2)
+	logs := map[int64]string{}
+	for _, task := range []repository.Task{finished, live} {
+		logs[task.ID] = filepath.Join(dir, fmt.Sprintf("%d-1.log", task.ID))
+		require.NoError(t, os.WriteFile(logs[task.ID], []byte("agent output"), 0o600))
+		_, err := w.store.StartAttempt(ctx, task, "r1", logs[task.ID])
+		require.NoError(t, err)
+	}
+	_, err = w.store.Apply(ctx, finished.ID, repository.EventComplete, repository.Change{})
+	require.NoError(t, err)
+
+	now := time.Now()
+	tk := w.ticker(ticker.Config{Retention: 24 * time.Hour, Now: func() time.Time { return now }})
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobPrune), "nothing is a day old yet")
+
+	later := w.ticker(ticker.Config{Retention: 24 * time.Hour, Now: func() time.Time { return now.Add(48 * time.Hour) }})
+	assert.Positive(t, later.RunJob(ctx, ticker.JobPrune))
+	deliveries, err := w.store.ListDeliveries(ctx, repository.DeliveryFilter{})
+	require.NoError(t, err)
+	assert.Empty(t, deliveries)
+	assert.NoFileExists(t, logs[finished.ID])
+	assert.FileExists(t, logs[live.ID], "the live task's log stays")
+}

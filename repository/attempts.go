@@ -140,7 +140,7 @@ func (s *Store) StartRun(ctx context.Context, t Task, owner, logPath string) (At
 		started bool
 	)
 	err := s.InTx(ctx, func(tx *Tx) error {
-		res, err := apply(ctx, tx.tx, t.ID, EventStart, Change{LeaseOwner: owner})
+		res, err := tx.Apply(ctx, t.ID, EventStart, Change{LeaseOwner: owner})
 		if err != nil || !res.Applied {
 			return err
 		}
@@ -171,7 +171,7 @@ func (s *Store) FinishRun(ctx context.Context, a Attempt, owner string, ev Event
 			return err
 		}
 		var err error
-		res, err = apply(ctx, tx.tx, a.TaskID, ev, c)
+		res, err = tx.Apply(ctx, a.TaskID, ev, c)
 		return err
 	})
 	if err != nil {

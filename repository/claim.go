@@ -123,6 +123,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 	if err != nil {
 		return nil, err
 	}
+	s.observe(EventClaim, StatusClaimed, len(tasks))
 	return tasks, nil
 }
 
@@ -178,6 +179,9 @@ func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		s.observe(EventRescue, StatusPending, len(tasks))
+	}
 	return tasks, err
 }
 

@@ -14,8 +14,19 @@ import (
 // Store is mozi's PostgreSQL-backed execution state. It is safe for
 // concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	pool         *pgxpool.Pool
+	logger       *slog.Logger
+	onTransition func(ev Event, to Status, n int)
+}
+
+// ObserveTransitions makes the store report every committed state
+// transition to fn (metrics). Call it before the store is used.
+func (s *Store) ObserveTransitions(fn func(ev Event, to Status, n int)) { s.onTransition = fn }
+
+func (s *Store) observe(ev Event, to Status, n int) {
+	if s.onTransition != nil && n > 0 {
+		s.onTransition(ev, to, n)
+	}
 }
 
 // Options tune the connection pool.

@@ -158,7 +158,11 @@ func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]Task, err
 	if err != nil {
 		return nil, fmt.Errorf("fail orphaned tasks: %w", err)
 	}
-	return collectTasks(rows)
+	tasks, err := collectTasks(rows)
+	if err == nil {
+		s.observe(EventFail, StatusFailed, len(tasks))
+	}
+	return tasks, err
 }
 
 // PruneResult counts what a prune removed.
@@ -210,26 +214,33 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 	return r, err
 }
 
-// TaskCount is the number of tasks with one status and action type.
+// TaskCount is the number of tasks with one status and action type, and
+// how long the least recently updated of them has not moved.
 type TaskCount struct {
 	Status     Status
 	ActionType ActionType
 	N          int
+	OldestAge  time.Duration
 }
 
 // TaskCounts counts tasks by status and action type (metrics gauges).
 func (s *Store) TaskCounts(ctx context.Context) ([]TaskCount, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, action_type, count(*) FROM task_state GROUP BY 1, 2`)
+	rows, err := s.pool.Query(ctx, `SELECT status, action_type, count(*),
+			extract(epoch FROM now() - min(updated_at))::float8 FROM task_state GROUP BY 1, 2`)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks: %w", err)
 	}
 	defer rows.Close()
 	var out []TaskCount
 	for rows.Next() {
-		var c TaskCount
-		if err := rows.Scan(&c.Status, &c.ActionType, &c.N); err != nil {
-			return nil, err
+		var (
+			c   TaskCount
+			age float64
+		)
+		if err := rows.Scan(&c.Status, &c.ActionType, &c.N, &age); err != nil {
+			return nil, fmt.Errorf("scan task count: %w", err)
 		}
+		c.OldestAge = time.Duration(age * float64(time.Second))
 		out = append(out, c)
 	}
 	return out, rows.Err()

@@ -161,7 +161,11 @@ func Target(ev Event) Status { return rules[ev].to }
 // Apply moves task id through the state machine if its current status allows
 // the event. Not applying is not an error: Result.Applied says what happened.
 func (s *Store) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, error) {
-	return apply(ctx, s.pool, id, ev, c)
+	res, err := apply(ctx, s.pool, id, ev, c)
+	if err == nil && res.Applied {
+		s.observe(ev, res.To, 1)
+	}
+	return res, err
 }
 
 func apply(ctx context.Context, q querier, id int64, ev Event, c Change) (Result, error) {

@@ -13,6 +13,13 @@ import (
 // together. The webhook mapper applies one delivery's effects in one Tx.
 type Tx struct {
 	tx pgx.Tx
+	// applied transitions are reported to the store's observer after commit.
+	applied []appliedTransition
+}
+
+type appliedTransition struct {
+	ev Event
+	to Status
 }
 
 // InTx runs fn in a transaction, committing when it returns nil.
@@ -22,11 +29,15 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	if err := fn(&Tx{tx: pgtx}); err != nil {
+	tx := &Tx{tx: pgtx}
+	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := pgtx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit transaction: %w", err)
+	}
+	for _, a := range tx.applied {
+		s.observe(a.ev, a.to, 1)
 	}
 	return nil
 }
@@ -56,7 +67,11 @@ func (t *Tx) CreateTask(ctx context.Context, n NewTask) (Task, bool, error) {
 
 // Apply moves a task through the state machine (see Store.Apply).
 func (t *Tx) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, error) {
-	return apply(ctx, t.tx, id, ev, c)
+	res, err := apply(ctx, t.tx, id, ev, c)
+	if err == nil && res.Applied {
+		t.applied = append(t.applied, appliedTransition{ev, res.To})
+	}
+	return res, err
 }
 
 // LiveTasks returns the live tasks of an issue or pull request, oldest first.

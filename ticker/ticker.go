@@ -246,19 +246,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 when this mozi leads the ticker (exactly one replica should).",
 		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_ticker_job_runs_total", Help: "Ticker job runs, by job.",
-		}, []string{"job"}),
+			Name: "mozi_ticker_job_runs_total", Help: "Ticker job runs, by ticker job.",
+		}, []string{"ticker_job"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_ticker_job_errors_total", Help: "Ticker job runs that failed, by job.",
-		}, []string{"job"}),
+			Name: "mozi_ticker_job_errors_total", Help: "Ticker job runs that failed, by ticker job.",
+		}, []string{"ticker_job"}),
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_ticker_job_items_total",
-			Help: "What ticker jobs acted on (tasks rescued, issues reconciled, tasks created, rows pruned…), by job.",
-		}, []string{"job"}),
+			Help: "What ticker jobs acted on (tasks rescued, issues reconciled, tasks created, rows pruned…), by ticker job.",
+		}, []string{"ticker_job"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "mozi_ticker_job_seconds", Help: "Duration of ticker job runs, by job.",
+			Name: "mozi_ticker_job_seconds", Help: "Duration of ticker job runs, by ticker job.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
-		}, []string{"job"}),
+		}, []string{"ticker_job"}),
 		rescues: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mozi_task_rescues_total", Help: "Tasks rescued after their runner's lease expired.",
 		}),

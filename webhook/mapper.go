@@ -252,7 +252,6 @@ func (e *eventCtx) apply(ctx context.Context, t repository.Task, ev repository.E
 	default:
 		log.Debug("event does not apply to the task", "transition", ev, "status", res.From)
 	}
-	e.m.cfg.Metrics.observeTransition(ev, res)
 	return nil
 }
 

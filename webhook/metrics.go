@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/moziplus/mozi/repository"
 )
 
 // Metrics are the intake's Prometheus collectors. Label values are bounded:
@@ -15,7 +13,6 @@ type Metrics struct {
 	processed         *prometheus.CounterVec
 	processSeconds    prometheus.Histogram
 	tasksCreated      *prometheus.CounterVec
-	transitions       *prometheus.CounterVec
 	budgetHits        *prometheus.CounterVec
 	hopLimits         prometheus.Counter
 	anomalies         *prometheus.CounterVec
@@ -53,10 +50,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mozi_tasks_created_total",
 			Help: "Tasks created, by action type.",
 		}, []string{"action_type"}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_task_transitions_total",
-			Help: "Task state transitions applied, by event and resulting status.",
-		}, []string{"event", "to"}),
 		budgetHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_task_budget_hits_total",
 			Help: "Tasks not created because the issue's hourly task budget was spent, by action type.",
@@ -76,15 +69,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.deliveries, m.ackSeconds, m.batchSize, m.processed, m.processSeconds,
-			m.tasksCreated, m.transitions, m.budgetHits, m.hopLimits, m.anomalies, m.incompleteReports)
+			m.tasksCreated, m.budgetHits, m.hopLimits, m.anomalies, m.incompleteReports)
 	}
 	return m
-}
-
-func (m *Metrics) observeTransition(ev repository.Event, res repository.Result) {
-	if res.Applied {
-		m.transitions.WithLabelValues(string(ev), string(res.To)).Inc()
-	}
 }
 
 // knownEvents bounds the event label: anything else is counted as "other".

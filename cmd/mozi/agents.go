@@ -35,3 +35,12 @@ func leadLogin(cfg *config.Config) string {
 	}
 	return ""
 }
+
+// agentLogins lists the declared agents' logins.
+func agentLogins(cfg *config.Config) []string {
+	out := make([]string, len(cfg.Agents))
+	for i, a := range cfg.Agents {
+		out[i] = a.Login
+	}
+	return out
+}

@@ -110,7 +110,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		webhook.NewInboxCollector(db.store, logger),
+		repository.NewTaskCollector(db.store, agentLogins(cfg), logger),
 	)
+	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)
 	mapper, err := newMapper(cfg, set, logger, metrics)
 	if err != nil {

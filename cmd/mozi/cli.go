@@ -33,7 +33,9 @@ func commands() []command {
 		{"replay", "[--url URL] [--keep-ids] FILE|DIR…", "sign recorded Gitea deliveries and post them to a running mozi", runReplay},
 		{"templates", "check [FILE] | show ACTION [BUSINESS]", "validate toolchain templates, or show one action's", runTemplates},
 		{"prompt", "render --repo R --issue N [--action A] [--agent X] | --payload FILE", "print exactly the prompt mozi would send to an agent", runPrompt},
-		{"bench", "intake [FLAGS]", "measure mozi against a private PostgreSQL (see mozi bench --help)", runBench},
+		{"doctor", "[--config FILE]", "check configuration, database, Gitea access, webhooks and agents, one line each", runDoctor},
+		{"webhook", "install [--repo OWNER/NAME…] [--org ORG] [--url URL]", "create or update the Gitea webhook that sends mozi its events", runWebhook},
+		{"bench", "intake|dispatch|e2e [FLAGS]", "measure mozi against a private PostgreSQL (see mozi bench --help)", runBench},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for mozi or one command", nil},
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,12 @@ type Server struct {
 	OnComment func(repo string, issue int, author, body string)
 	// Users maps more tokens to the logins they act as (agents' tokens).
 	Users map[string]string
+	// Scopes, when set, are the only scopes tokens have (nil: all); a
+	// call needing another is refused with Gitea's 403.
+	Scopes []string
+	// hooks are the webhooks, by "owner/name" or "org:NAME".
+	hooks  map[string][]map[string]any
+	hookID int64
 }
 
 // login is the user a request's token acts as ("" for an unknown token).
@@ -114,6 +121,7 @@ var (
 	combinedRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/commits/([^/]+)/status$`)
 	statusesRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/(?:commits/([^/]+)/)?statuses(?:/([^/]+))?$`)
 	repoRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)$`)
+	hooksRE    = regexp.MustCompile(`^/api/v1/(repos|orgs)/([^/]+(?:/[^/]+)?)/hooks(?:/(\d+))?$`)
 )
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -130,8 +138,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case p == "/api/v1/version":
 		s.file(w, "version", http.StatusOK)
 	case p == "/api/v1/user":
-		s.file(w, "user-coder1", http.StatusOK)
+		s.user(w, s.login(r))
+	case hooksRE.MatchString(p):
+		m := hooksRE.FindStringSubmatch(p)
+		key := m[2]
+		if m[1] == "orgs" {
+			key = "org:" + key
+		}
+		s.serveHooks(w, r, key, m[3])
+	case r.Method == http.MethodPatch && issueRE.MatchString(p):
+		if !s.scoped(w, "write:issue") {
+			return
+		}
+		s.file(w, "issue-"+issueRE.FindStringSubmatch(p)[2], http.StatusOK)
 	case r.Method == http.MethodPost && commentsRE.MatchString(p):
+		if !s.scoped(w, "write:issue") {
+			return
+		}
 		m := commentsRE.FindStringSubmatch(p)
 		s.postComment(w, r, m[1], m[2], s.login(r))
 	case commentsRE.MatchString(p):
@@ -215,4 +238,123 @@ func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo, issue
 	w.Header().Set("Content-Type", "application/json;charset=utf-8")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(c)
+}
+
+// scoped answers Gitea's 403 and returns false when tokens lack scope.
+func (s *Server) scoped(w http.ResponseWriter, scope string) bool {
+	s.mu.Lock()
+	scopes := s.Scopes
+	s.mu.Unlock()
+	if scopes == nil || slices.Contains(scopes, scope) {
+		return true
+	}
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	_ = json.NewEncoder(w).Encode(map[string]string{
+		"message": fmt.Sprintf("token does not have at least one of required scope(s), required=[%s], token scope=%s",
+			scope, strings.Join(scopes, ","))})
+	return false
+}
+
+// user answers /user as the token's login.
+func (s *Server) user(w http.ResponseWriter, login string) {
+	data, err := os.ReadFile(filepath.Join(s.dir, "user-coder1.json"))
+	var u map[string]any
+	if err != nil || json.Unmarshal(data, &u) != nil {
+		http.Error(w, `{"message":"fake: no user recording"}`, http.StatusInternalServerError)
+		return
+	}
+	u["login"], u["username"] = login, login
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	_ = json.NewEncoder(w).Encode(u)
+}
+
+// AddHook installs a webhook as an operator would in Gitea's UI; key is
+// "owner/name" or "org:NAME".
+func (s *Server) AddHook(key, url, contentType string, events []string, active bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addHookLocked(key, map[string]any{"type": "gitea", "events": events, "active": active,
+		"config": map[string]any{"url": url, "content_type": contentType}})
+}
+
+func (s *Server) addHookLocked(key string, h map[string]any) map[string]any {
+	if s.hooks == nil {
+		s.hooks = map[string][]map[string]any{}
+	}
+	s.hookID++
+	h["id"] = s.hookID
+	s.hooks[key] = append(s.hooks[key], h)
+	return h
+}
+
+// Hooks returns the webhooks of key ("owner/name" or "org:NAME") with
+// their secrets, which Gitea's API never shows.
+func (s *Server) Hooks(key string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.hooks[key])
+}
+
+func (s *Server) serveHooks(w http.ResponseWriter, r *http.Request, key, id string) {
+	need := "read:repository"
+	if r.Method != http.MethodGet {
+		need = "write:repository"
+	}
+	if strings.HasPrefix(key, "org:") {
+		need = strings.Replace(need, "repository", "organization", 1)
+	}
+	if !s.scoped(w, need) {
+		return
+	}
+	var in map[string]any
+	if r.Method != http.MethodGet {
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, `{"message":"invalid JSON"}`, http.StatusUnprocessableEntity)
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	public := func(h map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range h {
+			out[k] = v
+		}
+		cfg := map[string]any{}
+		for k, v := range h["config"].(map[string]any) {
+			if k != "secret" {
+				cfg[k] = v
+			}
+		}
+		out["config"] = cfg
+		return out
+	}
+	switch {
+	case r.Method == http.MethodGet && id == "":
+		list := []map[string]any{}
+		for _, h := range s.hooks[key] {
+			list = append(list, public(h))
+		}
+		_ = json.NewEncoder(w).Encode(list)
+	case r.Method == http.MethodPost && id == "":
+		h := s.addHookLocked(key, in)
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(public(h))
+	case r.Method == http.MethodPatch && id != "":
+		for _, h := range s.hooks[key] {
+			if fmt.Sprint(h["id"]) == id {
+				for k, v := range in {
+					h[k] = v
+				}
+				_ = json.NewEncoder(w).Encode(public(h))
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"message":"hook not found"}`))
+	default:
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}
 }

@@ -28,6 +28,7 @@ const (
 	EnvDatabaseURL   = "MOZI_DATABASE_URL"
 	EnvListen        = "MOZI_LISTEN"
 	EnvGiteaURL      = "MOZI_GITEA_URL"
+	EnvPublicURL     = "MOZI_PUBLIC_URL"
 	EnvGiteaToken    = "MOZI_GITEA_TOKEN"
 	EnvWebhookSecret = "MOZI_WEBHOOK_SECRET"
 	EnvDataDir       = "MOZI_DATA_DIR"
@@ -84,10 +85,18 @@ type Gitea struct {
 	// RatePerSecond and Burst limit mozi's own API calls (defaults 10, 20).
 	RatePerSecond float64 `yaml:"rate_per_second"`
 	Burst         int     `yaml:"burst"`
+	// Repos are the repositories (owner/name) mozi serves: `mozi doctor`
+	// checks their webhooks and `mozi webhook install` sets them up.
+	// Optional: mozi acts on whatever webhooks reach it.
+	Repos []string `yaml:"repos"`
 }
 
 // Webhook configures the intake endpoint.
 type Webhook struct {
+	// PublicURL is the address Gitea POSTs deliveries to, as Gitea sees
+	// it, e.g. http://mozi.internal:8080/webhooks/gitea (env
+	// MOZI_PUBLIC_URL). `mozi webhook install` and `mozi doctor` use it.
+	PublicURL string `yaml:"public_url"`
 	// Secrets verify X-Gitea-Signature; several allow rotation (env
 	// MOZI_WEBHOOK_SECRET replaces the list with one secret).
 	Secrets []Secret `yaml:"secrets"`
@@ -321,6 +330,9 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	if v := getenv(EnvGiteaURL); v != "" {
 		c.Gitea.URL = v
 	}
+	if v := getenv(EnvPublicURL); v != "" {
+		c.Webhook.PublicURL = v
+	}
 	if v := getenv(EnvGiteaToken); v != "" {
 		c.Gitea.Token = Secret(v)
 	}
@@ -436,6 +448,17 @@ func (c *Config) validate() error {
 		u, err := url.Parse(c.Gitea.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return c.fail("gitea.url", "%q is not an http(s) URL", c.Gitea.URL)
+		}
+	}
+	for i, r := range c.Gitea.Repos {
+		if owner, name, ok := strings.Cut(r, "/"); !ok || owner == "" || name == "" || strings.ContainsAny(name, "/ ") {
+			return c.fail(fmt.Sprintf("gitea.repos[%d]", i), "%q is not owner/name", r)
+		}
+	}
+	if c.Webhook.PublicURL != "" {
+		u, err := url.Parse(c.Webhook.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c.fail("webhook.public_url", "%q is not an http(s) URL", c.Webhook.PublicURL)
 		}
 	}
 	if !loginRE.MatchString(c.Gitea.BotUser) {

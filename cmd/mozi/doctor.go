@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/moziplus/mozi/cmd/mozi/internal/config"
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/templates"
+)
+
+// verdict is one line of the doctor's report.
+type verdict int
+
+const (
+	verdictOK verdict = iota
+	verdictWarn
+	verdictFail
+)
+
+func (v verdict) String() string {
+	return [...]string{"ok", "WARN", "FAIL"}[v]
+}
+
+// doctor collects the checks' verdicts.
+type doctor struct {
+	out      io.Writer
+	failures int
+	warnings int
+}
+
+// report prints one check: verdict, subject, what was found and, when it
+// is not ok, what to do.
+func (d *doctor) report(v verdict, subject, found, hint string) {
+	line := fmt.Sprintf("%-4s  %-22s %s", v, subject, found)
+	if v != verdictOK && hint != "" {
+		line += " — " + hint
+	}
+	fmt.Fprintln(d.out, line)
+	switch v {
+	case verdictFail:
+		d.failures++
+	case verdictWarn:
+		d.warnings++
+	}
+}
+
+func runDoctor(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "doctor")
+	configPath := fs.String("config", "", "configuration file")
+	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
+	timeout := fs.Duration("timeout", 10*time.Second, "time limit of each network check")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	d := &doctor{out: e.stdout}
+	cfg, err := config.Load(*configPath, e.getenv)
+	if err != nil {
+		d.report(verdictFail, "configuration", err.Error(), "fix the file; every other check needs it")
+		return errors.New("mozi doctor: 1 check failed")
+	}
+	d.report(verdictOK, "configuration", fmt.Sprintf("%s: %d agents, %d repositories", describeSource(cfg.Source),
+		len(cfg.Agents), len(cfg.Gitea.Repos)), "")
+	d.checkSecret(cfg)
+	d.checkTemplates(cfg)
+	d.checkDatabase(ctx, e, cfg, *dataDir, *timeout)
+	d.checkGitea(ctx, cfg, *timeout)
+	d.checkAgents(cfg, e.getenv)
+	fmt.Fprintf(e.stdout, "\n%d failed, %d warnings\n", d.failures, d.warnings)
+	if d.failures > 0 {
+		return fmt.Errorf("mozi doctor: %d checks failed", d.failures)
+	}
+	return nil
+}
+
+func (d *doctor) checkSecret(cfg *config.Config) {
+	if len(cfg.Webhook.Secrets) == 0 {
+		d.report(verdictFail, "webhook secret", "none configured",
+			"set MOZI_WEBHOOK_SECRET (the same secret as in Gitea's webhook); mozi serve refuses to start without one")
+		return
+	}
+	d.report(verdictOK, "webhook secret", fmt.Sprintf("%d configured", len(cfg.Webhook.Secrets)), "")
+}
+
+func (d *doctor) checkTemplates(cfg *config.Config) {
+	if _, err := templates.Load(cfg.Templates.Locale, cfg.Templates.Override); err != nil {
+		d.report(verdictFail, "templates", err.Error(), "mozi templates check FILE shows every problem")
+		return
+	}
+	what := "locale " + cfg.Templates.Locale
+	if cfg.Templates.Override != "" {
+		what += " with " + cfg.Templates.Override
+	}
+	d.report(verdictOK, "templates", what, "")
+}
+
+func (d *doctor) checkDatabase(ctx context.Context, e *env, cfg *config.Config, dataDir string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, max(timeout, 30*time.Second)) // an embedded cluster takes a few seconds to start
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	db, err := openDatabase(ctx, e, cfg, dataDir, quiet, shareCluster)
+	if err != nil {
+		hint := "check database.url (or MOZI_DATABASE_URL) and that the server accepts this user"
+		if cfg.Database.URL == "" {
+			hint = "the embedded database needs PostgreSQL's server binaries (apt-get install postgresql)"
+		}
+		d.report(verdictFail, "database", err.Error(), hint)
+		return
+	}
+	defer db.Close()
+	where := "configured server"
+	if db.cluster != nil {
+		where = "embedded PostgreSQL in " + db.cluster.DataDir()
+	}
+	m, err := db.store.Migrator()
+	if err != nil {
+		d.report(verdictFail, "database", where+": "+err.Error(), "")
+		return
+	}
+	defer m.Close()
+	current, err := m.Current(ctx)
+	switch {
+	case err != nil:
+		d.report(verdictFail, "database", where+": "+err.Error(), "")
+	case !current:
+		d.report(verdictWarn, "database", where+": reachable, migrations pending",
+			"mozi serve applies them at start; mozi migrate up applies them now")
+	default:
+		d.report(verdictOK, "database", where+": reachable, migrations current", "")
+	}
+}
+
+func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout time.Duration) {
+	if cfg.Gitea.URL == "" {
+		d.report(verdictWarn, "gitea", "no gitea.url", "mozi then works from webhooks alone: set gitea.url and MOZI_GITEA_TOKEN")
+		return
+	}
+	g, err := repository.NewGitea(repository.GiteaConfig{URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(),
+		Timeout: timeout, MaxAttempts: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		d.report(verdictFail, "gitea", err.Error(), "")
+		return
+	}
+	version, err := g.ServerVersion(ctx)
+	if err != nil {
+		d.report(verdictFail, "gitea", cfg.Gitea.URL+": "+err.Error(), "is gitea.url the address mozi reaches Gitea at?")
+		return
+	}
+	d.report(verdictOK, "gitea", fmt.Sprintf("%s: Gitea %s", cfg.Gitea.URL, version), "")
+	if cfg.Gitea.Token == "" {
+		d.report(verdictFail, "gitea token", "not set", "set MOZI_GITEA_TOKEN: a token of the bot user "+cfg.Gitea.BotUser)
+		return
+	}
+	login, err := g.WhoAmI(ctx)
+	switch {
+	case err != nil:
+		d.report(verdictFail, "gitea token", err.Error(), "create a token for "+cfg.Gitea.BotUser+
+			" with scopes write:issue, write:repository, read:user (and read:organization for --org)")
+		return
+	case !strings.EqualFold(login, cfg.Gitea.BotUser):
+		d.report(verdictFail, "gitea token", "acts as "+login+", but gitea.bot_user is "+cfg.Gitea.BotUser,
+			"mozi's own comments would be taken for someone else's: use the bot user's token or fix gitea.bot_user")
+	default:
+		d.report(verdictOK, "gitea token", "acts as "+login, "")
+	}
+	if len(cfg.Gitea.Repos) == 0 {
+		d.report(verdictWarn, "repositories", "gitea.repos is empty", "list the repositories mozi serves so their webhooks can be checked")
+		return
+	}
+	if cfg.Webhook.PublicURL == "" {
+		d.report(verdictWarn, "webhook url", "webhook.public_url is not set",
+			"set it to the URL Gitea reaches mozi at (…/webhooks/gitea); webhooks are matched on it")
+	}
+	for _, repo := range cfg.Gitea.Repos {
+		d.checkRepo(ctx, g, cfg, repo)
+	}
+}
+
+func (d *doctor) checkRepo(ctx context.Context, g *repository.Gitea, cfg *config.Config, repo string) {
+	admin, _, err := g.RepoAccess(ctx, repo)
+	if err != nil {
+		d.report(verdictFail, repo, err.Error(), "does the repository exist, and can "+cfg.Gitea.BotUser+" see it?")
+		return
+	}
+	if err := g.CanWriteIssues(ctx, repo); err != nil {
+		d.report(verdictFail, repo, err.Error(), "mozi comments on issues: give its token the write:issue scope")
+		return
+	}
+	hooks, err := g.Hooks(ctx, repository.HookScope{Repo: repo})
+	if err != nil {
+		hint := "listing webhooks needs admin rights on the repository and the read:repository scope"
+		if !admin {
+			hint = cfg.Gitea.BotUser + " is not an admin of " + repo + ": make it one (or a collaborator with admin rights)"
+		}
+		d.report(verdictFail, repo, err.Error(), hint)
+		return
+	}
+	owner, _, _ := strings.Cut(repo, "/")
+	if orgHooks, err := g.Hooks(ctx, repository.HookScope{Org: owner}); err == nil {
+		hooks = append(hooks, orgHooks...) // a user owner or no org rights: repository hooks only
+	}
+	verdictFor, found := hookVerdict(hooks, cfg.Webhook.PublicURL)
+	hint := "mozi webhook install --repo " + repo + " creates or fixes it"
+	d.report(verdictFor, repo, found, hint)
+}
+
+// hookVerdict judges the webhooks of a repository against what mozi needs.
+func hookVerdict(hooks []repository.Hook, publicURL string) (verdict, string) {
+	var candidates []repository.Hook
+	for _, h := range hooks {
+		if publicURL != "" && h.URL == publicURL || publicURL == "" && strings.HasSuffix(h.URL, "/webhooks/gitea") {
+			candidates = append(candidates, h)
+		}
+	}
+	if len(candidates) == 0 {
+		target := publicURL
+		if target == "" {
+			target = "…/webhooks/gitea"
+		}
+		return verdictFail, fmt.Sprintf("no webhook points at %s (%d other webhooks)", target, len(hooks))
+	}
+	h := candidates[0]
+	switch missing := h.MissingEvents(); {
+	case h.Type != "gitea":
+		return verdictFail, fmt.Sprintf("webhook %d is of type %q, not gitea", h.ID, h.Type)
+	case !h.Active:
+		return verdictFail, fmt.Sprintf("webhook %d is not active", h.ID)
+	case h.ContentType != "json":
+		return verdictFail, fmt.Sprintf("webhook %d sends %q, not json", h.ID, h.ContentType)
+	case len(missing) > 0:
+		return verdictFail, fmt.Sprintf("webhook %d does not send %s", h.ID, strings.Join(missing, ", "))
+	}
+	return verdictOK, fmt.Sprintf("webhook %d → %s, json, all events (Gitea never shows the secret: mozi webhook install sets it)", h.ID, h.URL)
+}
+
+func (d *doctor) checkAgents(cfg *config.Config, getenv func(string) string) {
+	if len(cfg.Agents) == 0 {
+		d.report(verdictWarn, "agents", "none declared", "declare agents in the configuration: nothing will be spawned")
+		return
+	}
+	for _, a := range cfg.Agents {
+		subject := "agent " + a.Login
+		bad := verdictFail
+		if a.Disabled {
+			bad = verdictWarn // nothing is spawned for it until it is enabled
+		}
+		argv, _, err := spawner.AgentFromPreset(a.Preset, a.Command, a.Script)
+		if err != nil {
+			d.report(bad, subject, err.Error(), "")
+			continue
+		}
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			d.report(bad, subject, fmt.Sprintf("command %q not found", argv[0]), "install it or put it on mozi's PATH")
+			continue
+		}
+		if err := writableDir(a.Workdir); err != nil {
+			d.report(bad, subject, "working directory "+a.Workdir+": "+err.Error(), "create it, writable by the user mozi runs as")
+			continue
+		}
+		if a.TokenEnv != "" && getenv(a.TokenEnv) == "" {
+			d.report(bad, subject, a.TokenEnv+" is not set", "export the agent's own Gitea token in "+a.TokenEnv)
+			continue
+		}
+		state := ""
+		if a.Disabled {
+			state = ", disabled"
+		}
+		d.report(verdictOK, subject, fmt.Sprintf("%s, workdir %s%s", path, a.Workdir, state), "")
+	}
+}
+
+// writableDir checks that dir, or the nearest parent mozi would create it
+// in, accepts a new file.
+func writableDir(dir string) error {
+	for p := dir; ; p = filepath.Dir(p) {
+		if st, err := os.Stat(p); err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a directory", p)
+			}
+			f, err := os.CreateTemp(p, ".mozi-doctor-")
+			if err != nil {
+				return fmt.Errorf("not writable: %w", err)
+			}
+			name := f.Name()
+			f.Close()
+			return os.Remove(name)
+		}
+		if p == filepath.Dir(p) {
+			return errors.New("no existing parent")
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/pgtest"
+)
+
+const publicURL = "http://mozi.test:8080/webhooks/gitea"
+
+// doctorSetup is a correct installation: a database, a fake Gitea whose
+// acme/widget has mozi's webhook, one agent whose command and token exist.
+type doctorSetup struct {
+	gitea   *giteatest.Server
+	dbURL   string
+	token   string
+	command string
+	workdir string
+	env     map[string]string
+	config  string // replaces the generated file when set
+}
+
+func newDoctorSetup(t *testing.T) *doctorSetup {
+	t.Helper()
+	s := &doctorSetup{gitea: giteatest.New(), dbURL: pgtest.URL(t), token: giteatest.Token, command: "/bin/sh",
+		workdir: t.TempDir(), env: map[string]string{"CODER1_TOKEN": "token-coder1"}}
+	t.Cleanup(s.gitea.Close)
+	s.gitea.AddUser("token-coder1", "coder1")
+	return s
+}
+
+func (s *doctorSetup) write(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mozi.yaml")
+	body := s.config
+	if body == "" {
+		body = fmt.Sprintf(`database: {url: %q}
+gitea: {url: %q, token: %q, repos: [acme/widget]}
+webhook: {secrets: [%s], public_url: %q}
+agents:
+  - {login: coder1, command: [%q], workdir: %q, token_env: CODER1_TOKEN}
+`, s.dbURL, s.gitea.URL, s.token, testSecret, publicURL, s.command, s.workdir)
+	}
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	return path
+}
+
+func (s *doctorSetup) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cfg := s.write(t)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), append(args, "--config", cfg), func(k string) string { return s.env[k] }, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+func failLines(out string) []string {
+	var fails []string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "FAIL") {
+			fails = append(fails, strings.TrimSpace(line))
+		}
+	}
+	return fails
+}
+
+func TestWebhookInstallThenDoctorPasses(t *testing.T) {
+	s := newDoctorSetup(t)
+	out, err := s.run(t, "webhook", "install")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "acme/widget: webhook 1 created → "+publicURL)
+	out, err = s.run(t, "webhook", "install")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "acme/widget: webhook 1 updated", "a second install fixes the same webhook")
+
+	hooks := s.gitea.Hooks("acme/widget")
+	require.Len(t, hooks, 1)
+	cfg := hooks[0]["config"].(map[string]any)
+	assert.Equal(t, publicURL, cfg["url"])
+	assert.Equal(t, "json", cfg["content_type"])
+	assert.Equal(t, testSecret, cfg["secret"], "Gitea signs with mozi's secret")
+	assert.ElementsMatch(t, repository.HookEvents, hooks[0]["events"])
+	assert.Equal(t, true, hooks[0]["active"])
+
+	out, err = s.run(t, "doctor")
+	require.NoError(t, err, out)
+	assert.Empty(t, failLines(out))
+	for _, want := range []string{"ok    configuration", "ok    database", "ok    gitea ", "ok    gitea token            acts as mozi",
+		"ok    acme/widget            webhook 1", "ok    agent coder1", "0 failed"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+func TestWebhookInstallOnAnOrganization(t *testing.T) {
+	s := newDoctorSetup(t)
+	out, err := s.run(t, "webhook", "install", "--org", "acme")
+	require.NoError(t, err, out)
+	require.Len(t, s.gitea.Hooks("org:acme"), 1)
+	assert.Empty(t, s.gitea.Hooks("acme/widget"))
+	out, err = s.run(t, "doctor")
+	require.NoError(t, err, out, "an organization webhook serves the organization's repositories")
+}
+
+// Each failure mode is one FAIL line naming what is wrong, and doctor
+// exits non-zero.
+func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, s *doctorSetup)
+		want  string
+	}{
+		{"broken configuration", func(t *testing.T, s *doctorSetup) { s.config = "agnets: []\n" },
+			`mozi.yaml:1: unknown field "agnets"`},
+		{"database unreachable", func(t *testing.T, s *doctorSetup) {
+			s.dbURL = "postgres://mozi@127.0.0.1:1/mozi?connect_timeout=2"
+		}, "database"},
+		{"gitea down", func(t *testing.T, s *doctorSetup) { s.gitea.Close() }, "gitea  "},
+		{"gitea answers 500", func(t *testing.T, s *doctorSetup) {
+			s.gitea.Fail = func(w http.ResponseWriter, r *http.Request) bool {
+				w.WriteHeader(http.StatusInternalServerError)
+				return true
+			}
+		}, "gitea  "},
+		{"token not valid", func(t *testing.T, s *doctorSetup) { s.token = "wrong" }, "gitea token            get the token's user: the token is not valid"},
+		{"token of another user", func(t *testing.T, s *doctorSetup) { s.token = "token-coder1" }, "acts as coder1, but gitea.bot_user is mozi"},
+		{"token without write:issue", func(t *testing.T, s *doctorSetup) {
+			s.gitea.Scopes = []string{"read:repository", "write:repository", "read:user"}
+		}, "write:issue"},
+		{"no webhook", func(t *testing.T, s *doctorSetup) {}, "no webhook points at " + publicURL},
+		{"webhook sends form data", func(t *testing.T, s *doctorSetup) {
+			s.gitea.AddHook("acme/widget", publicURL, "form", repository.HookEvents, true)
+		}, `sends "form", not json`},
+		{"webhook misses events", func(t *testing.T, s *doctorSetup) {
+			s.gitea.AddHook("acme/widget", publicURL, "json", []string{"push", "issues"}, true)
+		}, "does not send issue_assign"},
+		{"webhook inactive", func(t *testing.T, s *doctorSetup) {
+			s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, false)
+		}, "is not active"},
+		{"agent command missing", func(t *testing.T, s *doctorSetup) { s.command = "no-such-agent-cli" }, `agent coder1           command "no-such-agent-cli" not found`},
+		{"agent token missing", func(t *testing.T, s *doctorSetup) { delete(s.env, "CODER1_TOKEN") }, "CODER1_TOKEN is not set"},
+		{"agent workdir not writable", func(t *testing.T, s *doctorSetup) {
+			s.workdir = "/proc/mozi-doctor/work"
+		}, "working directory /proc/mozi-doctor/work"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newDoctorSetup(t)
+			if tt.name != "no webhook" && !strings.HasPrefix(tt.name, "webhook ") {
+				s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, true)
+			}
+			tt.setup(t, s)
+			out, err := s.run(t, "doctor")
+			require.Error(t, err, out)
+			fails := failLines(out)
+			require.Len(t, fails, 1, "exactly one failure reported:\n%s", out)
+			assert.Contains(t, fails[0], tt.want)
+			assert.NotContains(t, out, giteatest.Token, "no secret in the report")
+			assert.NotContains(t, out, testSecret, "no secret in the report")
+		})
+	}
+}

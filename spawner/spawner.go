@@ -173,7 +173,13 @@ func (s *Spawner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc,
 				continue
 			}
 			if !held {
-				log.Error("lease lost: stopping the agent")
+				// Usually Gitea finished the task meanwhile (the issue was
+				// closed); otherwise another runner took it over.
+				if cur, err := s.store.Task(context.WithoutCancel(ctx), t.ID); err == nil && cur.Status.Terminal() {
+					log.Info("task ended in Gitea while its agent ran: stopping the agent", "status", cur.Status)
+				} else {
+					log.Error("lease lost: stopping the agent")
+				}
 				cancel(ErrLeaseLost)
 				return
 			}

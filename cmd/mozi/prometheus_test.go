@@ -151,6 +151,14 @@ scrape_configs:
 
 	// Work for every panel: the recorded sequence (issues, comments, a PR,
 	// reviews, statuses, merges) with agents running, and a forged delivery.
+	// An assignment first, until Prometheus has seen the histograms its
+	// run creates: a series whose first scrape already holds all of its
+	// observations has no rate.
+	w.replay("007", "009") // #3 opened and assigned to coder2, who reports
+	w.eventually("the first run's series to be scraped", 30*time.Second, func() bool {
+		res, err := promQuery(api, `count(mozi_gitea_request_seconds_count) and count(mozi_dispatch_latency_seconds_count) and count(mozi_agent_run_seconds_count)`)
+		return err == nil && len(res) == 1
+	})
 	for _, f := range w.fixtures {
 		w.post(f, "prom-"+f.Name)
 	}

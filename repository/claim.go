@@ -31,33 +31,44 @@ const claimLockKey = 0x6d6f7a69 // "mozi"
 
 // claimSQL picks due tasks: pending, not_before passed, for issue work
 // their Depends: and blocked-by issues not open (notifications, reviews and
-// mentions do not wait for dependencies), their agent enabled and under its limit, no
-// run of the same agent live on the same issue; highest priority first;
-// at most one per (issue, agent) per claim. Rows another transaction holds
-// are skipped.
+// mentions do not wait for dependencies), their agent enabled and under its
+// limit, no run of the same agent live on the same issue; highest priority
+// first; at most one per (issue, agent) per claim. Rows another
+// transaction holds are skipped.
+//
+// Candidates are read per agent with free slots, through the
+// (agent, priority, not_before, id) index, a few more than its slots: an
+// agent at its limit costs nothing and cannot starve the others by filling
+// a shared candidate window with tasks it may not run. free is
+// materialised so each agent's live runs are counted once, not once per
+// candidate.
 var claimSQL = `
 WITH agents AS (
     SELECT login, lim FROM unnest($1::text[], $2::int[]) AS a(login, lim)
-), running AS (
-    SELECT agent, count(*) AS n FROM task_state
-    WHERE lease_owner IS NOT NULL AND agent = ANY($1) AND lease_expires_at > now() GROUP BY agent
+), free AS MATERIALIZED (
+    SELECT a.login, a.lim - COALESCE((
+        SELECT count(*) FROM task_state r
+        WHERE r.agent = a.login AND r.lease_owner IS NOT NULL AND r.lease_expires_at > now()), 0) AS slots
+    FROM agents a
 ), ready AS (
-    SELECT t.id, t.agent, t.repo, t.issue_number, t.priority, t.not_before
-    FROM task_state t
-    WHERE t.status = 'pending' AND t.not_before <= now() AND t.agent = ANY($1)
-      AND NOT EXISTS (
-        SELECT 1 FROM task_state r
-        WHERE r.repo = t.repo AND r.issue_number = t.issue_number AND r.agent = t.agent
-          AND r.lease_owner IS NOT NULL AND r.lease_expires_at > now())
-      AND (t.action_type <> 'issue_assigned' OR NOT EXISTS (
-        SELECT 1
-        FROM unnest(t.depends_on || COALESCE(
-            (SELECT i.blocked_by FROM issues i WHERE i.repo = t.repo AND i.number = t.issue_number),
-            '{}'::integer[])) AS d(n)
-        JOIN issues dep ON dep.repo = t.repo AND dep.number = d.n
-        WHERE dep.state = 'open' AND d.n <> t.issue_number))
-    ORDER BY t.priority, t.not_before, t.id
-    LIMIT $4
+    SELECT c.*, f.slots FROM free f CROSS JOIN LATERAL (
+        SELECT t.id, t.agent, t.repo, t.issue_number, t.priority, t.not_before
+        FROM task_state t
+        WHERE t.status = 'pending' AND t.agent = f.login AND t.not_before <= now()
+          AND NOT EXISTS (
+            SELECT 1 FROM task_state r
+            WHERE r.repo = t.repo AND r.issue_number = t.issue_number AND r.agent = t.agent
+              AND r.lease_owner IS NOT NULL AND r.lease_expires_at > now())
+          AND (t.action_type <> 'issue_assigned' OR NOT EXISTS (
+            SELECT 1
+            FROM unnest(t.depends_on || COALESCE(
+                (SELECT i.blocked_by FROM issues i WHERE i.repo = t.repo AND i.number = t.issue_number),
+                '{}'::integer[])) AS d(n)
+            JOIN issues dep ON dep.repo = t.repo AND dep.number = d.n
+            WHERE dep.state = 'open' AND d.n <> t.issue_number))
+        ORDER BY t.priority, t.not_before, t.id
+        LIMIT LEAST(f.slots, $3) * 2 + 8) c
+    WHERE f.slots > 0
 ), one_per_issue AS (
     SELECT * FROM (
         SELECT r.*, row_number() OVER (PARTITION BY r.repo, r.issue_number, r.agent
@@ -68,9 +79,7 @@ WITH agents AS (
     SELECT o.id, o.priority, o.not_before FROM (
         SELECT o.*, row_number() OVER (PARTITION BY o.agent ORDER BY o.priority, o.not_before, o.id) AS nth
         FROM one_per_issue o) o
-    JOIN agents a ON a.login = o.agent
-    LEFT JOIN running rn ON rn.agent = o.agent
-    WHERE o.nth <= a.lim - COALESCE(rn.n, 0)
+    WHERE o.nth <= o.slots
     ORDER BY o.priority, o.not_before, o.id
     LIMIT $3
 ), locked AS (
@@ -79,7 +88,7 @@ WITH agents AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE task_state t SET status = 'claimed', dispatch_count = t.dispatch_count + 1,
-    lease_owner = $5, lease_expires_at = now() + $6::interval, heartbeat_at = now(), updated_at = now()
+    lease_owner = $4, lease_expires_at = now() + $5::interval, heartbeat_at = now(), updated_at = now()
 FROM locked WHERE t.id = locked.id
 RETURNING ` + taskColumnsT
 
@@ -97,9 +106,6 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 	for i, a := range req.Agents {
 		logins[i], limits[i] = a.Login, int32(max(a.MaxConcurrency, 1))
 	}
-	// The candidate window is wider than the claim: busy agents and issues
-	// filter some candidates out.
-	window := max(req.Limit*8, 256)
 	var tasks []Task
 	err := s.InTx(ctx, func(tx *Tx) error {
 		if _, err := tx.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLockKey); err != nil {
@@ -113,7 +119,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 		if _, err := tx.tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, window, req.Owner, leaseTTL(Change{LeaseTTL: req.LeaseTTL}))
+		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, req.Owner, leaseTTL(Change{LeaseTTL: req.LeaseTTL}))
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}

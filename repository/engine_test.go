@@ -68,6 +68,30 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	_ = disabled
 }
 
+// An agent at its limit with a long, urgent backlog must not starve
+// another agent's less urgent work.
+func TestBusyAgentBacklogDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	for i := range 600 {
+		n := newTask(100 + i)
+		n.Priority, n.Agent = 0, "coder1"
+		_, err := store.CreateTask(ctx, n)
+		require.NoError(t, err)
+	}
+	n := newTask(5)
+	n.Priority, n.Agent = 3, "coder2"
+	waiting, err := store.CreateTask(ctx, n)
+	require.NoError(t, err)
+
+	agents := []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 2}, {Login: "coder2", MaxConcurrency: 1}}
+	first := claim(t, store, "r1", 4, agents...)
+	require.Len(t, first, 3, "coder1 fills its two slots, coder2 its one")
+	assert.Contains(t, ids(first), waiting.ID)
+	assert.Empty(t, claim(t, store, "r1", 4, agents...), "both agents are at their limit")
+}
+
 func TestClaimWaitsForDependencies(t *testing.T) {
 	t.Parallel()
 	store, _ := setup(t)

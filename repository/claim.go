@@ -119,7 +119,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 		if _, err := tx.tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, req.Owner, leaseTTL(Change{LeaseTTL: req.LeaseTTL}))
+		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, req.Owner, leaseTTL(req.LeaseTTL))
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
@@ -137,22 +137,11 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 // task was rescued or finished meanwhile) and must stop.
 func (s *Store) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() + $3::interval,
-			heartbeat_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner, leaseTTL(Change{LeaseTTL: ttl}))
+			heartbeat_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner, leaseTTL(ttl))
 	if err != nil {
 		return false, fmt.Errorf("heartbeat task %d: %w", id, err)
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-// EndRun drops a run's lease when its agent exited and the task waits for
-// Gitea (status unchanged).
-func (s *Store) EndRun(ctx context.Context, id int64, owner string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
-			updated_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner)
-	if err != nil {
-		return fmt.Errorf("end run of task %d: %w", id, err)
-	}
-	return nil
 }
 
 // RescueExpired returns claimed and working tasks whose lease expired (their

@@ -70,13 +70,6 @@ func (r *IssueReader) remember(key string, update func(*memEntry)) {
 	r.mem[key] = e
 }
 
-// Forget drops an issue from the in-memory layer (after mozi changed it).
-func (r *IssueReader) Forget(repo string, number int) {
-	r.mu.Lock()
-	delete(r.mem, memKey(repo, number))
-	r.mu.Unlock()
-}
-
 // ErrUnavailable means the data is not cached and Gitea could not be asked.
 var ErrUnavailable = errors.New("not cached and no Gitea to ask")
 
@@ -231,17 +224,14 @@ type MergedTask struct {
 	Issue Issue
 }
 
-// GetTask returns a task merged with its issue (SPEC §7): title, body and
-// labels come from the task's own copy (issue_body_cache), refreshed from
-// mozi's issue cache only when that cache — kept by webhooks and the
-// reconcile pass — has a newer updated_at than the copy; Gitea is asked
-// only for an issue mozi has never seen. When nothing newer can be had
-// (Gitea down), the task's copy is served.
-func (r *IssueReader) GetTask(ctx context.Context, id int64) (MergedTask, error) {
-	t, err := r.store.Task(ctx, id)
-	if err != nil {
-		return MergedTask{}, err
-	}
+// MergeTask merges a task in hand (the claim's row) with its issue (SPEC
+// §7, the Repository's GetTask): title, body and labels come from the
+// task's own copy (issue_body_cache), refreshed from mozi's issue cache
+// only when that cache — kept by webhooks and the reconcile pass — has a
+// newer updated_at than the copy; Gitea is asked only for an issue mozi
+// has never seen. When nothing newer can be had (Gitea down), the task's
+// copy is served.
+func (r *IssueReader) MergeTask(ctx context.Context, t Task) (MergedTask, error) {
 	m := MergedTask{Task: t, Issue: Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
 		Body: t.IssueBodyCache, Labels: t.Meta.Labels, Author: t.Meta.IssueAuthor, UpdatedAt: t.IssueUpdatedAt,
 		State: "open"}}
@@ -262,8 +252,8 @@ func (r *IssueReader) GetTask(ctx context.Context, id int64) (MergedTask, error)
 	}
 	if _, err := r.store.pool.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
 			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
-		WHERE id = $1`, id, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
-		return MergedTask{}, fmt.Errorf("refresh task %d's copy of its issue: %w", id, err)
+		WHERE id = $1`, t.ID, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
+		return MergedTask{}, fmt.Errorf("refresh task %d's copy of its issue: %w", t.ID, err)
 	}
 	m.Task.IssueBodyCache, m.Task.IssueUpdatedAt = issue.Body, issue.UpdatedAt
 	m.Task.Meta.Title, m.Task.Meta.Labels = issue.Title, issue.Labels

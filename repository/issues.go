@@ -175,11 +175,6 @@ func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (PullR
 	return getPR(ctx, t.tx, `repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
 }
 
-// PullRequestByHead finds the newest pull request (open or not) whose head is sha.
-func (t *Tx) PullRequestByHead(ctx context.Context, repo, sha string) (PullRequest, bool, error) {
-	return getPR(ctx, t.tx, `repo = $1 AND head_sha = $2 ORDER BY number DESC LIMIT 1`, repo, sha)
-}
-
 // SavePullRequest writes the whole cached pull request.
 func (t *Tx) SavePullRequest(ctx context.Context, p PullRequest) error {
 	state := p.State

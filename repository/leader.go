@@ -18,7 +18,7 @@ func (s *Store) AcquireLeadership(ctx context.Context, name, holder string, ttl 
 		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
 			acquired_at = CASE WHEN leader_leases.holder = EXCLUDED.holder THEN leader_leases.acquired_at ELSE now() END
 		WHERE leader_leases.holder = EXCLUDED.holder OR leader_leases.expires_at < now()
-		RETURNING holder`, name, holder, leaseTTL(Change{LeaseTTL: ttl})).Scan(&got)
+		RETURNING holder`, name, holder, leaseTTL(ttl)).Scan(&got)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

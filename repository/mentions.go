@@ -61,12 +61,30 @@ func consumeMention(ctx context.Context, q querier, id, taskID int64, outcome st
 
 // Mentions lists queued mentions of an issue, oldest first.
 func (s *Store) Mentions(ctx context.Context, repo string, issue int) ([]Mention, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, repo, issue_number, comment_id, author, mentioned,
-			hop_count, created_at, consumed_at, COALESCE(task_id, 0), outcome
+	rows, err := s.pool.Query(ctx, `SELECT `+mentionColumns+`
 		FROM mention_queue WHERE repo = $1 AND issue_number = $2 ORDER BY id`, repo, issue)
 	if err != nil {
 		return nil, fmt.Errorf("list mentions of %s#%d: %w", repo, issue, err)
 	}
+	return collectMentions(rows)
+}
+
+// UnconsumedMentions lists queued mentions not turned into tasks for
+// longer than age.
+func (s *Store) UnconsumedMentions(ctx context.Context, age time.Duration, limit int) ([]Mention, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+mentionColumns+`
+		FROM mention_queue WHERE consumed_at IS NULL AND created_at < now() - $1::interval
+		ORDER BY id LIMIT $2`, interval(age), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unconsumed mentions: %w", err)
+	}
+	return collectMentions(rows)
+}
+
+const mentionColumns = `id, repo, issue_number, comment_id, author, mentioned,
+	hop_count, created_at, consumed_at, COALESCE(task_id, 0), outcome`
+
+func collectMentions(rows pgx.Rows) ([]Mention, error) {
 	defer rows.Close()
 	var out []Mention
 	for rows.Next() {
@@ -79,32 +97,6 @@ func (s *Store) Mentions(ctx context.Context, repo string, issue int) ([]Mention
 			return nil, fmt.Errorf("scan mention: %w", err)
 		}
 		m.ConsumedAt = derefTime(consumed)
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
-// UnconsumedMentions lists queued mentions not turned into tasks for
-// longer than age.
-func (s *Store) UnconsumedMentions(ctx context.Context, age time.Duration, limit int) ([]Mention, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, repo, issue_number, comment_id, author, mentioned,
-			hop_count, created_at, consumed_at, COALESCE(task_id, 0), outcome
-		FROM mention_queue WHERE consumed_at IS NULL AND created_at < now() - $1::interval
-		ORDER BY id LIMIT $2`, leaseTTL(Change{LeaseTTL: age}), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list unconsumed mentions: %w", err)
-	}
-	defer rows.Close()
-	var out []Mention
-	for rows.Next() {
-		var (
-			m        Mention
-			consumed *time.Time
-		)
-		if err := rows.Scan(&m.ID, &m.Repo, &m.IssueNumber, &m.CommentID, &m.Author, &m.Mentioned,
-			&m.HopCount, &m.CreatedAt, &consumed, &m.TaskID, &m.Outcome); err != nil {
-			return nil, fmt.Errorf("scan mention: %w", err)
-		}
 		out = append(out, m)
 	}
 	return out, rows.Err()

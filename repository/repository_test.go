@@ -386,10 +386,11 @@ func TestTaskRoundTrip(t *testing.T) {
 	assert.Equal(t, "Token bucket", got.Meta.Title)
 	assert.True(t, updated.Equal(got.IssueUpdatedAt))
 
-	live, ok, err := store.LiveTask(ctx, "acme/widget", 2, repository.ActionIssueAssigned, "coder1")
+	live, err := store.ListTasks(ctx, repository.TaskFilter{Repo: "acme/widget", IssueNumber: 2,
+		ActionType: repository.ActionIssueAssigned, Agent: "coder1"})
 	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, created.ID, live.ID)
+	require.Len(t, live, 1)
+	assert.Equal(t, created.ID, live[0].ID)
 
 	list, err := store.ListTasks(ctx, repository.TaskFilter{Status: repository.StatusPending, Repo: "acme/widget"})
 	require.NoError(t, err)

@@ -97,7 +97,7 @@ func (s *Store) StaleLiveIssues(ctx context.Context, staleAfter time.Duration, l
 		LEFT JOIN pull_requests p ON p.repo = t.repo AND p.number = t.issue_number
 		WHERE t.status IN ('pending', 'claimed', 'working', 'review') AND t.issue_number > 0
 		  AND COALESCE(p.synced_at, i.synced_at, '-infinity') < now() - $1::interval
-		LIMIT $2`, leaseTTL(Change{LeaseTTL: staleAfter}), limit)
+		LIMIT $2`, interval(staleAfter), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stale issues: %w", err)
 	}

@@ -137,21 +137,6 @@ func (s *Store) Task(ctx context.Context, id int64) (Task, error) {
 	return t, nil
 }
 
-// LiveTask returns the live task for (repo, issue, action, agent), if any.
-func (s *Store) LiveTask(ctx context.Context, repo string, issue int, action ActionType, agent string) (Task, bool, error) {
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state
-		WHERE repo = $1 AND issue_number = $2 AND action_type = $3 AND agent = $4
-		  AND status IN ('pending', 'claimed', 'working', 'review')`,
-		repo, issue, string(action), agent))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Task{}, false, nil
-	}
-	if err != nil {
-		return Task{}, false, fmt.Errorf("read live %s task of %s#%d for %s: %w", action, repo, issue, agent, err)
-	}
-	return t, true, nil
-}
-
 // TaskFilter selects tasks for listing; zero fields match everything.
 type TaskFilter struct {
 	Status      Status

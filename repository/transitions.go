@@ -76,7 +76,7 @@ var rules = map[Event]rule{
 		from: []Status{StatusPending}, to: StatusClaimed,
 		set: `, dispatch_count = t.dispatch_count + 1, lease_owner = $3,
 			lease_expires_at = now() + $4::interval, heartbeat_at = now()`,
-		args: func(c Change) []any { return []any{c.LeaseOwner, leaseTTL(c)} },
+		args: func(c Change) []any { return []any{c.LeaseOwner, leaseTTL(c.LeaseTTL)} },
 	},
 	EventStart: {
 		from: []Status{StatusClaimed}, to: StatusWorking,
@@ -152,12 +152,6 @@ var transitionSQL = func() map[Event]string {
 	return out
 }()
 
-// AllowedFrom lists the statuses from which an event moves a task.
-func AllowedFrom(ev Event) []Status { return rules[ev].from }
-
-// Target is the status an event moves a task to.
-func Target(ev Event) Status { return rules[ev].to }
-
 // Apply moves task id through the state machine if its current status allows
 // the event. Not applying is not an error: Result.Applied says what happened.
 func (s *Store) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, error) {
@@ -198,10 +192,14 @@ func apply(ctx context.Context, q querier, id int64, ev Event, c Change) (Result
 	return Result{Applied: applied, From: Status(prev), To: r.to}, nil
 }
 
-func leaseTTL(c Change) string {
-	ttl := c.LeaseTTL
+// leaseTTL is a lease's length as a $n::interval parameter; zero means
+// the default minute.
+func leaseTTL(ttl time.Duration) string {
 	if ttl <= 0 {
 		ttl = time.Minute
 	}
-	return fmt.Sprintf("%d milliseconds", ttl.Milliseconds())
+	return interval(ttl)
 }
+
+// interval formats d as a $n::interval parameter.
+func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }

@@ -79,7 +79,9 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 		if pr.State != "closed" {
 			return false, nil
 		}
-		body, err := payload.PullClosedBody(ref.Repo, payload.PullState(pr))
+		body, err := payload.PullClosedBody(ref.Repo, payload.PullRequest{Number: pr.Number, Title: pr.Title,
+			Body: pr.Body, State: pr.State, Author: pr.Author, HeadRef: pr.HeadRef, HeadSHA: pr.HeadSHA,
+			BaseRef: pr.BaseRef, Merged: pr.Merged, MergedBy: pr.MergedBy, UpdatedAt: pr.UpdatedAt, ClosedAt: pr.ClosedAt})
 		if err != nil {
 			return false, err
 		}
@@ -104,7 +106,7 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 	case !issue.Closed() && known && cached.Closed():
 		action = "reopened"
 	}
-	body, err := payload.IssueEventBody(ref.Repo, action, payload.IssueState{Number: issue.Number,
+	body, err := payload.IssueEventBody(ref.Repo, action, payload.Issue{Number: issue.Number,
 		Title: issue.Title, Body: issue.Body, State: issue.State, Author: issue.Author, Labels: issue.Labels,
 		Assignees: issue.Assignees, CreatedAt: issue.CreatedAt, UpdatedAt: issue.UpdatedAt, ClosedAt: issue.ClosedAt})
 	if err != nil {

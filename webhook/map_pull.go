@@ -102,24 +102,9 @@ func (e *eventCtx) onPullRequest(ctx context.Context) error {
 // issue_assigned task, or the only one there is.
 func (e *eventCtx) linkIssues(ctx context.Context, pr repository.PullRequest, refs []string) error {
 	for _, s := range refs {
-		ref, ok := conventions.ParseIssueRef(s)
-		if !ok {
-			continue
-		}
-		if ref.Repo != pr.Repo {
-			if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
-				return err
-			}
-		}
-		tasks, err := e.tx.LiveTasks(ctx, ref.Repo, ref.Number)
+		assigned, err := e.assignedTasksOf(ctx, pr, s)
 		if err != nil {
 			return err
-		}
-		var assigned []repository.Task
-		for _, t := range tasks {
-			if t.ActionType == repository.ActionIssueAssigned {
-				assigned = append(assigned, t)
-			}
 		}
 		idx := slices.IndexFunc(assigned, func(t repository.Task) bool { return strings.EqualFold(t.Agent, pr.Author) })
 		switch {
@@ -210,29 +195,37 @@ func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr repository.PullRe
 // pull request links.
 func (e *eventCtx) forLinkedTasks(ctx context.Context, pr repository.PullRequest, fn func(repository.Task) error) error {
 	for _, s := range pr.LinkedIssues {
-		ref, ok := conventions.ParseIssueRef(s)
-		if !ok {
-			continue
-		}
-		if ref.Repo != pr.Repo {
-			if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
-				return err
-			}
-		}
-		tasks, err := e.tx.LiveTasks(ctx, ref.Repo, ref.Number)
+		tasks, err := e.assignedTasksOf(ctx, pr, s)
 		if err != nil {
 			return err
 		}
 		for _, t := range tasks {
-			if t.ActionType != repository.ActionIssueAssigned {
-				continue
-			}
 			if err := fn(t); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// assignedTasksOf returns the live issue_assigned tasks of an issue the pull
+// request links (owner/name#N; nothing when it does not parse), locking the
+// issue first when it is in another repository.
+func (e *eventCtx) assignedTasksOf(ctx context.Context, pr repository.PullRequest, link string) ([]repository.Task, error) {
+	ref, ok := conventions.ParseIssueRef(link)
+	if !ok {
+		return nil, nil
+	}
+	if ref.Repo != pr.Repo {
+		if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
+			return nil, err
+		}
+	}
+	tasks, err := e.tx.LiveTasks(ctx, ref.Repo, ref.Number)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(tasks, func(t repository.Task) bool { return t.ActionType != repository.ActionIssueAssigned }), nil
 }
 
 // prTask is a task about a pull request; its priority and labels come from

@@ -335,6 +335,7 @@ type serveProcess struct {
 	output []string
 }
 
+// servingLineRE finds the listen address in mozi serve's "serving" log line.
 var servingLineRE = regexp.MustCompile(`msg="mozi serving" listen=(\S+)`)
 
 // startServeProcess runs `bin serve --config cfg` and waits until it logs

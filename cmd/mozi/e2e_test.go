@@ -104,7 +104,7 @@ log: {level: debug}
 		}
 	})
 	w.eventually("mozi serving", 30*time.Second, func() bool {
-		m := servingRE.FindStringSubmatch(w.logs.String())
+		m := servingLineRE.FindStringSubmatch(w.logs.String())
 		if m != nil {
 			w.url = "http://" + m[1]
 		}

@@ -61,7 +61,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	profiles := map[string]prompts.Agent{}
 	spawnAgents := map[string]spawner.Agent{}
 	var dispAgents []dispatcher.Agent
-	var enabled, declared []string
+	var enabled []string
 	for _, a := range cfg.Agents {
 		pa, err := promptAgent(a)
 		if err != nil {
@@ -76,7 +76,6 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 			TokenEnv: a.TokenEnv, Usage: usage, MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens,
 			Env: a.Env, PassEnv: a.PassEnv}
 		dispAgents = append(dispAgents, dispatcher.Agent{Login: a.Login, MaxConcurrency: a.MaxConcurrency, Enabled: !a.Disabled})
-		declared = append(declared, a.Login)
 		if !a.Disabled {
 			enabled = append(enabled, a.Login)
 		}
@@ -84,14 +83,11 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	builder := prompts.NewBuilder(set, nil, 0)
 	lead := leadLogin(cfg)
 	promptFor := func(ctx context.Context, t repository.Task) (string, error) {
-		merged, err := en.reader.GetTask(ctx, t.ID)
+		merged, err := en.reader.MergeTask(ctx, t)
 		if err != nil {
 			return "", err
 		}
-		// The claim's view of the task (status, counts) with the merged
-		// issue copy.
-		t.IssueBodyCache, t.IssueUpdatedAt, t.Meta.Title, t.Meta.Labels =
-			merged.IssueBodyCache, merged.IssueUpdatedAt, merged.Meta.Title, merged.Meta.Labels
+		t = merged.Task
 		in, err := prompts.Gather(ctx, en.reader, t, profiles[t.Agent], cfg.Gitea.URL, lead)
 		if err != nil {
 			return "", err
@@ -126,7 +122,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		tg = en.gitea
 	}
 	en.ticker = ticker.New(ticker.Config{
-		Owner: en.owner, Agents: enabled, Lead: lead, Declared: declared,
+		Owner: en.owner, Agents: enabled, Lead: lead, Declared: agentLogins(cfg),
 		LeaderTTL: cfg.Ticker.LeaderTTL, RescueEvery: cfg.Ticker.SweepEvery, MentionsEvery: cfg.Ticker.SweepEvery,
 		RoundsEvery: cfg.Ticker.SweepEvery, DiscussEvery: cfg.Ticker.SweepEvery, OrphansEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,8 +93,6 @@ func (b *syncBuffer) String() string {
 
 const testSecret = "s3cret-webhook"
 
-var servingRE = regexp.MustCompile(`msg="mozi serving" listen=(\S+)`)
-
 // startServe runs `mozi serve` and waits until it logs its listen address.
 func startServe(t *testing.T, dataDir string, extraEnv ...string) *serveProc {
 	t.Helper()
@@ -115,7 +112,7 @@ func startServe(t *testing.T, dataDir string, extraEnv ...string) *serveProc {
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+			if m := servingLineRE.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
 			}
 		}

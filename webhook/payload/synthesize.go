@@ -24,20 +24,6 @@ type synthRepo struct {
 	FullName string `json:"full_name"`
 }
 
-// IssueState is what Gitea says of an issue now.
-type IssueState struct {
-	Number    int
-	Title     string
-	Body      string
-	State     string
-	Author    string
-	Labels    []string
-	Assignees []string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	ClosedAt  time.Time
-}
-
 func stampPtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -47,7 +33,7 @@ func stampPtr(t time.Time) *time.Time {
 
 // IssueEventBody is an "issues" delivery body with action for the issue's
 // current state; the closer is unknown (no sender).
-func IssueEventBody(repo, action string, i IssueState) ([]byte, error) {
+func IssueEventBody(repo, action string, i Issue) ([]byte, error) {
 	type label struct {
 		Name string `json:"name"`
 	}
@@ -68,24 +54,8 @@ func IssueEventBody(repo, action string, i IssueState) ([]byte, error) {
 	})
 }
 
-// PullState is what Gitea says of a pull request now.
-type PullState struct {
-	Number    int
-	Title     string
-	Body      string
-	State     string
-	Author    string
-	HeadRef   string
-	HeadSHA   string
-	BaseRef   string
-	Merged    bool
-	MergedBy  string
-	UpdatedAt time.Time
-	ClosedAt  time.Time
-}
-
 // PullClosedBody is a "pull_request closed" delivery body.
-func PullClosedBody(repo string, p PullState) ([]byte, error) {
+func PullClosedBody(repo string, p PullRequest) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"action": "closed", "number": p.Number,
 		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": "closed",

@@ -11,7 +11,7 @@ import (
 func TestSynthesizedBodiesParse(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 22, 23, 49, 42, 0, time.UTC)
-	body, err := IssueEventBody("acme/widget", "closed", IssueState{Number: 3, Title: "t", State: "closed",
+	body, err := IssueEventBody("acme/widget", "closed", Issue{Number: 3, Title: "t", State: "closed",
 		Author: "lead", Labels: []string{"type/bug"}, Assignees: []string{"coder2"}, UpdatedAt: at, ClosedAt: at})
 	require.NoError(t, err)
 	ev, err := Parse(KindIssue, body)
@@ -21,7 +21,7 @@ func TestSynthesizedBodiesParse(t *testing.T) {
 	assert.Equal(t, at, ev.Issue.ClosedAt)
 	assert.Empty(t, ev.Sender, "the closer is unknown")
 
-	body, err = PullClosedBody("acme/widget", PullState{Number: 4, Merged: true, MergedBy: "lead", HeadSHA: "abc", UpdatedAt: at})
+	body, err = PullClosedBody("acme/widget", PullRequest{Number: 4, Merged: true, MergedBy: "lead", HeadSHA: "abc", UpdatedAt: at})
 	require.NoError(t, err)
 	ev, err = Parse(KindPullRequest, body)
 	require.NoError(t, err)

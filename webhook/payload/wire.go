@@ -12,6 +12,17 @@ type wireUser struct {
 	Username string `json:"username"`
 }
 
+// logins lists the users' logins, skipping empty ones (nil when none).
+func logins(users []*wireUser) []string {
+	var out []string
+	for _, u := range users {
+		if login := u.login(); login != "" {
+			out = append(out, login)
+		}
+	}
+	return out
+}
+
 func (u *wireUser) login() string {
 	if u == nil {
 		return ""
@@ -54,11 +65,7 @@ func (w *wireIssue) normalise() *Issue {
 			i.Labels = append(i.Labels, Clean(l.Name))
 		}
 	}
-	for _, a := range w.Assignees {
-		if login := a.login(); login != "" {
-			i.Assignees = append(i.Assignees, login)
-		}
-	}
+	i.Assignees = logins(w.Assignees)
 	return i
 }
 
@@ -92,11 +99,7 @@ func (w *wirePullRequest) normalise() *PullRequest {
 	if p.State != "closed" {
 		p.State = "open"
 	}
-	for _, r := range w.RequestedReviewers {
-		if login := r.login(); login != "" {
-			p.RequestedReviewers = append(p.RequestedReviewers, login)
-		}
-	}
+	p.RequestedReviewers = logins(w.RequestedReviewers)
 	return p
 }
 

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -249,13 +248,9 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 		}
 		return false
 	}
-	i := slices.IndexFunc(d.cfg.Agents, func(a Agent) bool { return strings.EqualFold(a.Login, t.Agent) })
-	switch {
-	case i < 0:
-		return fail("agent_unknown", "agent "+t.Agent+" is not declared in mozi's configuration")
-	case !d.cfg.Agents[i].Enabled:
-		return hold("agent_disabled", "agent "+t.Agent+" is disabled", time.Hour)
-	case t.HopCount > d.cfg.MaxHops:
+	// Only enabled, declared agents' tasks are claimed (tasks of agents no
+	// longer declared are failed by the ticker's orphans job).
+	if t.HopCount > d.cfg.MaxHops {
 		return fail("hops", fmt.Sprintf("mention chain of %d hops is longer than the %d allowed", t.HopCount, d.cfg.MaxHops))
 	}
 	maxDispatches := d.cfg.MaxDispatches
@@ -333,7 +328,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		guardrails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_guardrail_hits_total",
-			Help: "Claimed tasks stopped by a guardrail, by guardrail (agent_unknown, agent_disabled, hops, dispatches, issue_budget, agent_budget, dependencies).",
+			Help: "Claimed tasks stopped by a guardrail, by guardrail (hops, dispatches, issue_budget, agent_budget, dependencies, error, shutdown).",
 		}, []string{"guardrail"}),
 	}
 	if reg != nil {

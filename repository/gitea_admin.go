@@ -86,21 +86,18 @@ func (g *Gitea) WhoAmI(ctx context.Context) (string, error) {
 	return u.UserName, nil
 }
 
-// RepoAccess reports whether the repository exists and mozi's token may
-// administer it (needed for webhooks) and push to it.
-func (g *Gitea) RepoAccess(ctx context.Context, repo string) (admin, push bool, err error) {
+// RepoAdmin reports whether mozi's token may administer the repository
+// (needed for its webhooks); an error when it cannot see it.
+func (g *Gitea) RepoAdmin(ctx context.Context, repo string) (bool, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
 	r, resp, err := c.GetRepo(owner, name)
 	if err != nil {
-		return false, false, scopeErr("get repository "+repo, resp, err)
+		return false, scopeErr("get repository "+repo, resp, err)
 	}
-	if r.Permissions == nil {
-		return false, false, nil
-	}
-	return r.Permissions.Admin, r.Permissions.Push, nil
+	return r.Permissions != nil && r.Permissions.Admin, nil
 }
 
 // CanWriteIssues checks that the token has the write:issue scope without

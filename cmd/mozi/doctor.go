@@ -186,7 +186,7 @@ func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout tim
 }
 
 func (d *doctor) checkRepo(ctx context.Context, g *repository.Gitea, cfg *config.Config, repo string) {
-	admin, _, err := g.RepoAccess(ctx, repo)
+	admin, err := g.RepoAdmin(ctx, repo)
 	if err != nil {
 		d.report(verdictFail, repo, err.Error(), "does the repository exist, and can "+cfg.Gitea.BotUser+" see it?")
 		return

@@ -38,30 +38,35 @@ func (t *Tx) MarkDiscussed(ctx context.Context, repo string, number int) (bool, 
 	return tag.RowsAffected() == 1, nil
 }
 
-// RoundDue is a parent issue whose sub-issues are all closed and not yet
+// RoundDue is a parent issue whose sub-issues are all finished and not yet
 // reviewed as a round.
 type RoundDue struct {
 	Repo   string
 	Parent int
 	Round  int    // this round's number
-	Key    string // the round's sub-issues, "2,5": a round is reviewed once
+	Key    string // "round#<parent>:<subs>": a set of sub-issues is reviewed once
 }
 
-// DueRounds lists open parent issues whose every sub-issue is closed, for a
-// set of sub-issues no round review covered yet.
+// DueRounds lists open parent issues whose every sub-issue is finished —
+// closed, or every task it had is terminal (seed §16: a failed sub ends
+// its part of the round too) — for a set of sub-issues no round review
+// covered yet. A sub-issue nobody has worked on yet is not finished.
 func (s *Store) DueRounds(ctx context.Context) ([]RoundDue, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH subs AS (
-			SELECT repo, parent_issue AS parent, count(*) AS n,
-			       count(*) FILTER (WHERE state = 'closed') AS closed,
-			       'round:' || string_agg(number::text, ',' ORDER BY number) AS key
-			FROM issues WHERE parent_issue IS NOT NULL GROUP BY repo, parent_issue
+			SELECT i.repo, i.parent_issue AS parent, count(*) AS n,
+			       count(*) FILTER (WHERE i.state = 'closed' OR (
+			           EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number)
+			           AND NOT EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number
+			                           AND t.status IN ('pending', 'claimed', 'working', 'review')))) AS finished,
+			       'round#' || i.parent_issue || ':' || string_agg(i.number::text, ',' ORDER BY i.number) AS key
+			FROM issues i WHERE i.parent_issue IS NOT NULL AND NOT i.is_pull GROUP BY i.repo, i.parent_issue
 		)
 		SELECT s.repo, s.parent, s.key,
 		       (SELECT count(*) FROM task_state r WHERE r.repo = s.repo AND r.issue_number = s.parent
 		          AND r.action_type = 'round_review') + 1
 		FROM subs s JOIN issues p ON p.repo = s.repo AND p.number = s.parent AND p.state = 'open'
-		WHERE s.n = s.closed
+		WHERE s.n = s.finished
 		  AND NOT EXISTS (SELECT 1 FROM task_state r WHERE r.repo = s.repo AND r.action_type = 'round_review'
 		                  AND r.dedupe_key = s.key)`)
 	if err != nil {

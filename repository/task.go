@@ -238,3 +238,35 @@ type Meta struct {
 	ReportMissed []string          `json:"report_missing,omitempty"`
 	Extra        map[string]string `json:"extra,omitempty"`
 }
+
+// Dedupe keys name the object an event is about (issue, pull request,
+// commit and context, round), so two events about two objects never share
+// one: the database refuses a repeated key per repository and action, for
+// ever. Round keys are built where rounds are found (DueRounds).
+
+// DiscussionKey is the one discussion broadcast of an issue to an agent.
+func DiscussionKey(issue int, agent string) string {
+	return fmt.Sprintf("discussion#%d/%s", issue, strings.ToLower(agent))
+}
+
+// MergedKey is the one review_merged notice of a pull request.
+func MergedKey(pr int) string { return fmt.Sprintf("merged#%d", pr) }
+
+// ClosedKey is the issue_closed notice of one close of an issue (an issue
+// closed, reopened and closed again is two closes).
+func ClosedKey(issue int, at time.Time) string {
+	stamp := "unknown"
+	if !at.IsZero() {
+		stamp = at.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("closed#%d@%s", issue, stamp)
+}
+
+// CIFailureKey is one failing check of one head commit of a pull request.
+func CIFailureKey(pr int, sha, context string) string {
+	return fmt.Sprintf("ci#%d/%s/%s", pr, sha, context)
+}
+
+// CommitFailureKey is one failing check of a commit no pull request
+// explains (deploy and infrastructure failures).
+func CommitFailureKey(sha, context string) string { return fmt.Sprintf("commit@%s/%s", sha, context) }

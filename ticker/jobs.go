@@ -260,7 +260,7 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 			for _, agent := range t.cfg.Agents {
 				_, created, err := tx.CreateTask(ctx, repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
 					ActionType: repository.ActionDiscussion, Agent: agent, Priority: repository.PriorityFromLabels(issue.Labels),
-					DedupeKey: "discussion/" + agent, IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
+					DedupeKey: repository.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
 					MaxRetries: t.cfg.MaxRetries, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
 						IssueAuthor: issue.Author, Event: "ticker/discussions"}})
 				if err != nil {

@@ -264,3 +264,61 @@ func TestPruneByRetention(t *testing.T) {
 	assert.NoFileExists(t, logs[finished.ID])
 	assert.FileExists(t, logs[live.ID], "the live task's log stays")
 }
+
+// Two unassigned parent issues are two discussions: a broadcast keyed per
+// repository would mark the second discussed with no task.
+func TestEveryUnassignedParentGetsItsDiscussion(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	for _, n := range []int{60, 61} {
+		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: "Plan",
+			State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
+	}
+	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
+	assert.Equal(t, 4, tk.RunJob(ctx, ticker.JobDiscussions))
+	for _, n := range []int{60, 61} {
+		for _, agent := range []string{"coder1", "coder2"} {
+			assert.Len(t, w.tasks(repository.ActionDiscussion, agent, n), 1, "%s on #%d", agent, n)
+		}
+	}
+}
+
+// A round is complete when every sub-issue is finished: closed, or every
+// task it had is terminal — a failed sub-issue must not block its round.
+// Each parent gets its own round review.
+func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	save := func(n, parent int, state string) {
+		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: fmt.Sprintf("#%d", n),
+			State: state, Author: "owner", ParentIssue: parent, UpdatedAt: time.Now()}))
+	}
+	task := func(n int) repository.Task {
+		task, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: n, ParentIssue: 70,
+			ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1", Priority: 2})
+		require.NoError(t, err)
+		return task
+	}
+	save(70, 0, "open")
+	save(71, 70, "closed")
+	save(72, 70, "open") // its task fails below
+	save(80, 0, "open")
+	save(81, 80, "closed")
+	save(82, 80, "closed")
+	failing := task(72)
+	tk := w.ticker(ticker.Config{Lead: "lead"})
+
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#80's round only: #72 is still being worked on")
+	_, err := w.store.Apply(ctx, failing.ID, repository.EventFail, repository.Change{Error: "retries exhausted"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#72 failed: #70's round is complete too")
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "each round once")
+	for _, parent := range []int{70, 80} {
+		reviews := w.tasks(repository.ActionRoundReview, "lead", parent)
+		require.Len(t, reviews, 1, "parent #%d", parent)
+		assert.Equal(t, 1, reviews[0].Meta.Round)
+	}
+
+	save(73, 70, "open") // a next-round sub-issue nobody works on yet
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "an untouched sub-issue is not finished")
+}

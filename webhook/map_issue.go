@@ -205,16 +205,9 @@ func (e *eventCtx) onIssueClosed(ctx context.Context, i repository.Issue, order 
 	}
 	n := e.issueTask(i, repository.ActionIssueClosed, ag.Login)
 	n.Meta.Sender = closer
-	n.DedupeKey = "closed@" + stamp(e.ev.Issue.UpdatedAt)
+	n.DedupeKey = repository.ClosedKey(i.Number, e.ev.Issue.UpdatedAt)
 	_, _, err := e.create(ctx, spawn{task: n, notification: true})
 	return err
-}
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return "unknown"
-	}
-	return t.UTC().Format(time.RFC3339)
 }
 
 // diff returns the logins in next but not in prev, and in prev but not in

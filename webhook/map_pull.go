@@ -186,7 +186,7 @@ func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr repository.PullRe
 	}
 	n := e.prTask(ctx, pr, repository.ActionReviewMerged, ag.Login)
 	n.Meta.Sender = pr.MergedBy
-	n.DedupeKey = "merged"
+	n.DedupeKey = repository.MergedKey(pr.Number)
 	_, _, err := e.create(ctx, spawn{task: n, notification: true})
 	return err
 }

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/moziplus/mozi/repository"
@@ -62,7 +61,7 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 	}
 	n := repository.NewTask{
 		Repo: e.ev.Repo, ActionType: action, Agent: infra, Priority: urgentPriority,
-		DedupeKey: fmt.Sprintf("%s/%s", st.SHA, st.Context),
+		DedupeKey: repository.CommitFailureKey(st.SHA, st.Context),
 		Meta: repository.Meta{HeadSHA: st.SHA, StatusCtx: st.Context, StatusState: st.State,
 			TargetURL: st.TargetURL, Title: st.Description},
 	}
@@ -78,7 +77,7 @@ func (e *eventCtx) ciFailure(ctx context.Context, pr repository.PullRequest, at 
 		return nil
 	}
 	n := e.prTask(ctx, pr, repository.ActionCIFailure, ag.Login)
-	n.DedupeKey = fmt.Sprintf("%d/%s/%s", pr.Number, st.SHA, st.Context)
+	n.DedupeKey = repository.CIFailureKey(pr.Number, st.SHA, st.Context)
 	n.Meta.HeadSHA, n.Meta.StatusCtx, n.Meta.StatusState, n.Meta.TargetURL = st.SHA, st.Context, st.State, st.TargetURL
 	_, _, err := e.create(ctx, spawn{task: n, at: at})
 	return err

@@ -33,6 +33,8 @@ type Store interface {
 	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]repository.Task, error)
 	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
 	SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (int, int, error)
+	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error)
+	Task(ctx context.Context, id int64) (repository.Task, error)
 }
 
 // IssueSource answers the dependency guardrail (repository.IssueReader).
@@ -67,11 +69,20 @@ type Config struct {
 	// (default 4).
 	MaxHops int
 	// MaxDispatches fails a task dispatched this often without finishing,
-	// rescues included (default: its max_retries + 5).
+	// rescues included, holds not (default: its max_retries + 5).
 	MaxDispatches int
-	Logger        *slog.Logger
-	Metrics       *Metrics
-	Now           func() time.Time
+	// HoldBase and HoldMax shape the wait of a task held for a reason
+	// outside it (Gitea unreachable: HoldBase, doubling per consecutive
+	// hold; a dependency still open: 4×HoldBase, doubling), capped at
+	// HoldMax (defaults 15s and 10m).
+	HoldBase time.Duration
+	HoldMax  time.Duration
+	// GuardTimeout bounds the guardrail checks that ask Gitea (default
+	// 30s): a slow Gitea holds the task instead of the worker.
+	GuardTimeout time.Duration
+	Logger       *slog.Logger
+	Metrics      *Metrics
+	Now          func() time.Time
 }
 
 // Dispatcher is the claim loop.
@@ -106,6 +117,15 @@ func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatch
 	}
 	if cfg.MaxHops <= 0 {
 		cfg.MaxHops = 4
+	}
+	if cfg.HoldBase <= 0 {
+		cfg.HoldBase = 15 * time.Second
+	}
+	if cfg.HoldMax <= 0 {
+		cfg.HoldMax = 10 * time.Minute
+	}
+	if cfg.GuardTimeout <= 0 {
+		cfg.GuardTimeout = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -193,15 +213,63 @@ func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan reposit
 			continue
 		}
 		d.running.Add(1)
-		if d.guard(runCtx, t) {
-			d.handler.Handle(runCtx, t)
-		}
+		d.runClaimed(runCtx, t)
 		d.running.Add(-1)
 		d.busy.Add(-1)
 		select {
 		case d.freed <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// runClaimed holds a claimed task's lease from the claim to the end of its
+// run, through the guardrails (which may wait on Gitea), the agent's
+// preparation and the recording of its outcome: the lease never expires
+// under a live runner. Losing it (the task finished in Gitea, or another
+// runner took it over) cancels the handler's context with ErrLeaseLost.
+func (d *Dispatcher) runClaimed(runCtx context.Context, t repository.Task) {
+	ctx, cancel := context.WithCancelCause(runCtx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.keepLease(ctx, cancel, t) })
+	if d.guard(ctx, t) {
+		d.handler.Handle(ctx, t)
+	}
+	cancel(nil)
+	wg.Wait()
+}
+
+// keepLease renews the task's lease every third of its TTL until ctx ends.
+func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t repository.Task) {
+	beat := time.NewTicker(d.cfg.LeaseTTL / 3)
+	defer beat.Stop()
+	bg := context.WithoutCancel(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+		}
+		held, err := d.store.Heartbeat(bg, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
+		if ctx.Err() != nil {
+			return // the run ended meanwhile and gave the lease up itself
+		}
+		if err != nil {
+			d.cfg.Logger.Warn("heartbeat failed, will try again", "task_id", t.ID, "error", err)
+			continue
+		}
+		if held {
+			continue
+		}
+		log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent)
+		if cur, err := d.store.Task(bg, t.ID); err == nil && cur.Status.Terminal() {
+			log.Info("task ended in Gitea while its agent ran: stopping the agent", "status", cur.Status)
+		} else {
+			log.Error("lease lost: stopping the agent")
+		}
+		cancel(repository.ErrLeaseLost)
+		return
 	}
 }
 
@@ -240,7 +308,7 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 		return false
 	}
 	hold := func(reason, why string, wait time.Duration) bool {
-		log.Info("guardrail: task waits", "guardrail", reason, "reason", why, "wait", wait.String())
+		log.Info("guardrail: task waits", "guardrail", reason, "reason", why, "wait", wait.Round(time.Second).String())
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
 		if _, err := d.store.Apply(bg, t.ID, repository.EventRelease, repository.Change{
 			NotBefore: d.cfg.Now().Add(wait), Error: why}); err != nil {
@@ -262,7 +330,7 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 	}
 	perIssue, perAgent, err := d.store.SpawnCounts(ctx, t.Repo, t.IssueNumber, t.Agent, d.cfg.Now().Add(-24*time.Hour))
 	if err != nil {
-		return hold("error", err.Error(), time.Minute)
+		return hold("error", err.Error(), repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	if t.IssueNumber > 0 && perIssue >= d.cfg.SpawnsPerIssuePerDay {
 		return hold("issue_budget", fmt.Sprintf("%d spawns on this issue in 24h (budget %d)", perIssue, d.cfg.SpawnsPerIssuePerDay), time.Hour)
@@ -270,13 +338,19 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 	if perAgent >= d.cfg.SpawnsPerAgentPerDay {
 		return hold("agent_budget", fmt.Sprintf("%d spawns of %s in 24h (budget %d)", perAgent, t.Agent, d.cfg.SpawnsPerAgentPerDay), time.Hour)
 	}
-	if blocker, err := d.openDependency(ctx, t); err != nil {
-		if errors.Is(err, context.Canceled) {
-			return hold("shutdown", "mozi is shutting down", 0)
-		}
-		return hold("dependencies", "dependencies unknown: "+err.Error(), 2*time.Minute)
-	} else if blocker > 0 {
-		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), 2*time.Minute)
+	depCtx, cancel := context.WithTimeout(ctx, d.cfg.GuardTimeout)
+	blocker, err := d.openDependency(depCtx, t)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return hold("shutdown", "mozi is shutting down", 0)
+	case errors.Is(err, context.DeadlineExceeded):
+		return hold("dependencies", fmt.Sprintf("dependencies unknown: Gitea did not answer within %s", d.cfg.GuardTimeout),
+			repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+	case err != nil:
+		return hold("dependencies", "dependencies unknown: "+err.Error(), repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+	case blocker > 0:
+		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), repository.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	return true
 }

@@ -2,8 +2,10 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,9 +209,15 @@ func TestGuardrails(t *testing.T) {
 				stop()
 				return
 			}
+			// A hold gives the claim back (it was not a run) and counts as a hold.
+			wantDispatches, wantHolds := 1, 0
+			if tt.wantStatus == repository.StatusPending {
+				wantDispatches, wantHolds = 0, 1
+			}
 			require.Eventually(t, func() bool {
 				got, err := store.Task(ctx, task.ID)
-				return err == nil && got.DispatchCount == 1 && got.Status == tt.wantStatus && got.LeaseOwner == ""
+				return err == nil && got.DispatchCount == wantDispatches && got.Holds == wantHolds &&
+					got.Status == tt.wantStatus && got.LeaseOwner == ""
 			}, 10*time.Second, 10*time.Millisecond)
 			stop()
 			got, err := store.Task(ctx, task.ID)
@@ -217,8 +225,114 @@ func TestGuardrails(t *testing.T) {
 			assert.Contains(t, got.LastError, tt.wantError)
 			assert.Empty(t, h.ids(), "a guarded task is never handed to the spawner")
 			if tt.wantStatus == repository.StatusPending {
-				assert.True(t, got.NotBefore.After(time.Now().Add(time.Minute)), "it waits before the next claim")
+				assert.True(t, got.NotBefore.After(time.Now().Add(20*time.Second)), "it waits before the next claim")
 			}
 		})
 	}
+}
+
+// flakyIssues is a Gitea that can be down (every read fails) or slow.
+type flakyIssues struct {
+	down  atomic.Bool
+	delay time.Duration
+}
+
+var errGiteaDown = errors.New("gitea: 502 Bad Gateway")
+
+func (f *flakyIssues) Issue(_ context.Context, repo string, n int) (repository.Issue, error) {
+	if f.down.Load() {
+		return repository.Issue{}, errGiteaDown
+	}
+	return repository.Issue{Repo: repo, Number: n, State: "closed"}, nil
+}
+
+func (f *flakyIssues) BlockedBy(ctx context.Context, _ string, _ int) ([]int, error) {
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if f.down.Load() {
+		return nil, errGiteaDown
+	}
+	return nil, nil
+}
+
+// A long Gitea outage holds every task that needs Gitea again and again
+// (the 30-minute outage of the issue, compressed: more holds than the
+// dispatch guardrail would ever allow as dispatches). Holds are not
+// dispatches: when Gitea recovers, every task runs exactly once and none
+// has failed.
+func TestGiteaOutageHoldsTasksWithoutFailingThem(t *testing.T) {
+	store := pgtest.Store(t)
+	ctx := context.Background()
+	gitea := &flakyIssues{}
+	gitea.down.Store(true)
+	var ids []int64
+	for i := range 20 {
+		ids = append(ids, createTask(t, store, repository.NewTask{IssueNumber: 100 + i, DependsOn: []int{1}}).ID)
+	}
+	h := newRecorder(store, false)
+	d := New(Config{Owner: "r1", MaxConcurrency: 4, PollInterval: 5 * time.Millisecond,
+		Agents:   []Agent{{Login: "coder1", MaxConcurrency: 20, Enabled: true}},
+		HoldBase: time.Millisecond, HoldMax: 4 * time.Millisecond}, store, gitea, h)
+	stop := run(d)
+	defer stop()
+
+	const outageHolds = 12 // max_retries (2) + 5 dispatches would have failed each task after 8
+	require.Eventually(t, func() bool {
+		for _, id := range ids {
+			task, err := store.Task(ctx, id)
+			if err != nil || task.Holds < outageHolds {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 20*time.Millisecond, "every task is held again and again while Gitea is down")
+	assert.Empty(t, h.ids(), "nothing runs while its dependencies cannot be checked")
+
+	gitea.down.Store(false)
+	require.Eventually(t, func() bool { return len(h.ids()) == len(ids) }, time.Minute, 10*time.Millisecond)
+	assert.ElementsMatch(t, ids, h.ids(), "every task ran exactly once")
+	for _, id := range ids {
+		task, err := store.Task(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, repository.StatusDone, task.Status, "task %d", id)
+		assert.Equal(t, 1, task.DispatchCount, "task %d: its holds were not counted as dispatches", id)
+	}
+}
+
+// A slow Gitea must not let a claimed task's lease expire while its
+// dependencies are checked (the ticker would rescue it and another runner
+// claim it mid-check); the check gives up after GuardTimeout and holds the
+// task.
+func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
+	store := pgtest.Store(t)
+	ctx := context.Background()
+	gitea := &flakyIssues{delay: time.Hour}
+	task := createTask(t, store, repository.NewTask{IssueNumber: 5, DependsOn: []int{1}})
+	h := newRecorder(store, false)
+	d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, LeaseTTL: 300 * time.Millisecond,
+		GuardTimeout: 1500 * time.Millisecond, Agents: []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}},
+		store, gitea, h)
+	stop := run(d)
+	defer stop()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rescued, err := store.RescueExpired(ctx)
+		require.NoError(t, err)
+		require.Empty(t, rescued, "the lease expired under a live runner")
+		got, err := store.Task(ctx, task.ID)
+		require.NoError(t, err)
+		if got.Status == repository.StatusPending && got.Holds == 1 {
+			assert.Contains(t, got.LastError, "did not answer within 1.5s")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the task was never held")
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Empty(t, h.ids())
 }

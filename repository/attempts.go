@@ -154,24 +154,46 @@ func (s *Store) StartRun(ctx context.Context, t Task, owner, logPath string) (At
 	return a, started, nil
 }
 
+// RunEnd is how a run ended, to record.
+type RunEnd struct {
+	Attempt Attempt
+	// Owner is the runner that held the run's lease.
+	Owner string
+	// Event moves the task (with Change); "" only drops the run's lease
+	// (the task waits for Gitea).
+	Event  Event
+	Change Change
+	// Reclaim: the run ended by itself (it was not killed for a lost lease
+	// or a shutdown), so if the ticker rescued its task while the runner
+	// could not reach the database, and nobody claimed it since, the
+	// runner takes it back and records this outcome instead of the task
+	// running again.
+	Reclaim bool
+}
+
 // FinishRun records how an attempt ended and moves its task, in one
-// transaction: by ev with c, or, when ev is empty, only by dropping the
-// run's lease (the task waits for Gitea).
-func (s *Store) FinishRun(ctx context.Context, a Attempt, owner string, ev Event, c Change) (Result, error) {
+// transaction.
+func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 	var res Result
+	a := e.Attempt
 	err := s.InTx(ctx, func(tx *Tx) error {
 		if a.ID != 0 {
 			if err := finishAttempt(ctx, tx.tx, a); err != nil {
 				return err
 			}
 		}
-		if ev == "" {
+		if e.Reclaim && a.Attempt > 0 {
+			if _, err := tx.Apply(ctx, a.TaskID, EventReclaim, Change{LeaseOwner: e.Owner, Attempt: a.Attempt}); err != nil {
+				return err
+			}
+		}
+		if e.Event == "" {
 			_, err := tx.tx.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
-					updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, owner)
+					updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, e.Owner)
 			return err
 		}
 		var err error
-		res, err = tx.Apply(ctx, a.TaskID, ev, c)
+		res, err = tx.Apply(ctx, a.TaskID, e.Event, e.Change)
 		return err
 	})
 	if err != nil {

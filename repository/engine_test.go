@@ -24,7 +24,7 @@ func claim(t *testing.T, store *repository.Store, owner string, limit int, agent
 // endRun ends a run whose agent exited while its task waits for Gitea.
 func endRun(t *testing.T, store *repository.Store, id int64, owner string) {
 	t.Helper()
-	_, err := store.FinishRun(context.Background(), repository.Attempt{TaskID: id}, owner, "", repository.Change{})
+	_, err := store.FinishRun(context.Background(), repository.RunEnd{Attempt: repository.Attempt{TaskID: id}, Owner: owner})
 	require.NoError(t, err)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"regexp"
@@ -236,11 +235,7 @@ func retryAfter(resp *http.Response) time.Duration {
 }
 
 func (t *giteaTransport) backoff(attempt int) time.Duration {
-	d := t.backoffBase << min(attempt-1, 20)
-	if d <= 0 || d > t.backoffMax {
-		d = t.backoffMax
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	return Backoff(attempt, t.backoffBase, t.backoffMax)
 }
 
 func drain(resp *http.Response) {

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -194,7 +195,8 @@ type Task struct {
 	Agent          string       // Gitea login of the agent to spawn
 	Status         Status
 	RetryCount     int
-	DispatchCount  int
+	DispatchCount  int // claims that were not given back: runs, and runs whose runner was lost
+	Holds          int // consecutive claims given back without a run (see EventRelease)
 	MaxRetries     int
 	Priority       int
 	DependsOn      []int
@@ -270,3 +272,15 @@ func CIFailureKey(pr int, sha, context string) string {
 // CommitFailureKey is one failing check of a commit no pull request
 // explains (deploy and infrastructure failures).
 func CommitFailureKey(sha, context string) string { return fmt.Sprintf("commit@%s/%s", sha, context) }
+
+// Backoff is how long the attempt-th try of something (counting from 1)
+// waits after the previous one failed: base·2^(attempt-1) capped at limit,
+// with "equal jitter" (between half and all of it) so that work failing
+// together — a Gitea or database outage — does not come back together.
+func Backoff(attempt int, base, limit time.Duration) time.Duration {
+	d := base << min(max(attempt, 1)-1, 30)
+	if d <= 0 || d > limit {
+		d = limit
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}

@@ -21,12 +21,13 @@ type Event string
 const (
 	EventClaim          Event = "claim"           // pending → claimed (dispatcher)
 	EventStart          Event = "start"           // claimed → working (agent process started)
-	EventRelease        Event = "release"         // claimed → pending (not spawned after all)
+	EventRelease        Event = "release"         // claimed → pending (held: not spawned after all; the claim is given back)
 	EventOpenReview     Event = "open_review"     // pending, claimed, working → review (PR opened)
 	EventRequestChanges Event = "request_changes" // review → working (review asked for changes)
 	EventRetry          Event = "retry"           // claimed, working → pending, counted as a failed attempt
 	EventInterrupt      Event = "interrupt"       // claimed, working → pending, not counted (shutdown)
 	EventRescue         Event = "rescue"          // claimed, working with an expired lease → pending
+	EventReclaim        Event = "reclaim"         // pending → working: a runner rescued by mistake records its run
 	EventComplete       Event = "complete"        // live → done (terminal Gitea event, auto-pass)
 	EventFail           Event = "fail"            // live → failed (retries exhausted)
 	EventCancel         Event = "cancel"          // live → cancelled (agent unassigned, operator)
@@ -36,9 +37,14 @@ const (
 // Events lists every state machine event.
 var Events = []Event{
 	EventClaim, EventStart, EventRelease, EventOpenReview, EventRequestChanges,
-	EventRetry, EventInterrupt, EventRescue, EventComplete, EventFail, EventCancel,
+	EventRetry, EventInterrupt, EventRescue, EventReclaim, EventComplete, EventFail, EventCancel,
 	EventRequeue,
 }
+
+// ErrLeaseLost is the cause of a run's context ending because its task's
+// lease was lost: the task finished in Gitea meanwhile, or another runner
+// took it over after this one stopped renewing it.
+var ErrLeaseLost = errors.New("lease lost")
 
 // Change carries the data some events record with the transition.
 type Change struct {
@@ -48,6 +54,7 @@ type Change struct {
 	LeaseTTL   time.Duration // claim: how long the lease lasts (default 1m)
 	NotBefore  time.Time     // retry, release: when the task may run again (zero: now)
 	PRNumber   int           // open_review: the pull request (0: keep)
+	Attempt    int           // reclaim: the run being recorded (its task's dispatch_count)
 	Error      string        // retry, release, fail, cancel: why
 }
 
@@ -80,13 +87,16 @@ var rules = map[Event]rule{
 	},
 	EventStart: {
 		from: []Status{StatusClaimed}, to: StatusWorking,
-		set:   `, heartbeat_at = now()`,
+		set:   `, heartbeat_at = now(), holds = 0`,
 		guard: ` AND t.lease_owner IS NOT DISTINCT FROM $3`,
 		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner)} },
 	},
 	EventRelease: {
+		// Not a run: the claim's dispatch is given back, so a task held
+		// through a long Gitea outage never reaches the dispatch guardrail.
 		from: []Status{StatusClaimed}, to: StatusPending,
-		set:  clearLease + `, not_before = COALESCE($3, now()), last_error = $4`,
+		set: clearLease + `, not_before = COALESCE($3, now()), last_error = $4,
+			dispatch_count = GREATEST(t.dispatch_count - 1, 0), holds = t.holds + 1`,
 		args: func(c Change) []any { return []any{nullTime(c.NotBefore), c.Error} },
 	},
 	EventOpenReview: {
@@ -114,6 +124,17 @@ var rules = map[Event]rule{
 		from: []Status{StatusClaimed, StatusWorking}, to: StatusPending,
 		set:   clearLease + `, not_before = now(), last_error = 'lease expired: runner lost'`,
 		guard: ` AND t.lease_expires_at < now()`,
+	},
+	EventReclaim: {
+		// The ticker rescued a run whose runner was alive but could not
+		// reach the database (its lease expired meanwhile). Nobody claimed
+		// the task since (dispatch_count is still the run's), so the
+		// runner takes it back to record the outcome instead of the task
+		// running again.
+		from: []Status{StatusPending}, to: StatusWorking,
+		set:   `, lease_owner = $3, lease_expires_at = now() + $4::interval, heartbeat_at = now(), last_error = ''`,
+		guard: ` AND t.lease_owner IS NULL AND t.dispatch_count = $5`,
+		args:  func(c Change) []any { return []any{c.LeaseOwner, leaseTTL(c.LeaseTTL), c.Attempt} },
 	},
 	EventComplete: {
 		from: LiveStatuses, to: StatusDone,

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/moziplus/mozi/repository"
 )
 
 // Command is one agent process to run.
@@ -60,7 +62,7 @@ const (
 )
 
 // ErrLeaseLost cancels a run whose task another runner took over.
-var ErrLeaseLost = errors.New("lease lost")
+var ErrLeaseLost = repository.ErrLeaseLost
 
 // ProcessRunner runs agent processes in their own process group.
 type ProcessRunner struct {

@@ -2,29 +2,26 @@ package spawner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/spawner/notice"
 )
 
 // Store is what the spawner records runs in (repository.Store).
 type Store interface {
 	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
 	StartRun(ctx context.Context, t repository.Task, owner, logPath string) (repository.Attempt, bool, error)
-	FinishRun(ctx context.Context, a repository.Attempt, owner string, ev repository.Event, c repository.Change) (repository.Result, error)
-	FinishAttempt(ctx context.Context, a repository.Attempt) error
-	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error)
-	Task(ctx context.Context, id int64) (repository.Task, error)
-	SetTaskMeta(ctx context.Context, id int64, m repository.Meta) error
+	FinishRun(ctx context.Context, e repository.RunEnd) (repository.Result, error)
 }
 
 // Runner runs one process (ProcessRunner; tests use fakes).
@@ -35,54 +32,60 @@ type Runner interface {
 // PromptFunc builds a task's prompt.
 type PromptFunc func(ctx context.Context, t repository.Task) (string, error)
 
-// Commenter posts the one comment that explains a failed task.
-type Commenter interface {
-	PostComment(ctx context.Context, repo string, number int, body string) (int64, error)
-}
-
 // Config configures the spawner.
 type Config struct {
 	// Owner names this runner: the lease holder of the tasks it runs.
 	Owner string
 	// Agents by login.
 	Agents map[string]Agent
-	// StateDir holds runs/ (prompt files) and logs/ (one log per attempt).
+	// StateDir holds runs/ (prompt files) and logs/ (one log per attempt,
+	// and the outcome of a run not recorded yet).
 	StateDir string
 	GiteaURL string
-	// LeaseTTL is the lease each heartbeat renews (default 60s).
-	LeaseTTL time.Duration
 	// RetryBase and RetryMax shape the backoff between attempts (defaults
-	// 30s and 30m).
+	// 30s and 30m); HoldBase and HoldMax the wait of a task whose prompt
+	// cannot be built yet (defaults 15s and 10m).
 	RetryBase time.Duration
 	RetryMax  time.Duration
-	// FailureComment posts one comment on the issue when a task fails
-	// (default true).
-	FailureComment bool
-	TailBytes      int
-	Getenv         func(string) string
-	Logger         *slog.Logger
-	Metrics        *Metrics
+	HoldBase  time.Duration
+	HoldMax   time.Duration
+	TailBytes int
+	Getenv    func(string) string
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Notifier tells the issue when a task fails for good (nil: nobody).
+	Notifier *notice.Notifier
 }
 
 // Spawner runs a claimed task's agent and moves the task by the outcome.
+// The caller (the dispatcher) holds the task's lease for the whole of
+// Handle and cancels its context with repository.ErrLeaseLost when the
+// lease is lost.
 type Spawner struct {
-	cfg       Config
-	store     Store
-	runner    Runner
-	prompt    PromptFunc
-	commenter Commenter
+	cfg    Config
+	store  Store
+	runner Runner
+	prompt PromptFunc
+
+	// recording are the outcome files a Handle is recording right now,
+	// which RecordLeftovers must leave alone.
+	mu        sync.Mutex
+	recording map[string]bool
 }
 
-// New builds a spawner; commenter may be nil (no Gitea: no failure comments).
-func New(cfg Config, store Store, runner Runner, prompt PromptFunc, commenter Commenter) *Spawner {
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = time.Minute
-	}
+// New builds a spawner.
+func New(cfg Config, store Store, runner Runner, prompt PromptFunc) *Spawner {
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = 30 * time.Second
 	}
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = 30 * time.Minute
+	}
+	if cfg.HoldBase <= 0 {
+		cfg.HoldBase = 15 * time.Second
+	}
+	if cfg.HoldMax <= 0 {
+		cfg.HoldMax = 10 * time.Minute
 	}
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
@@ -93,14 +96,15 @@ func New(cfg Config, store Store, runner Runner, prompt PromptFunc, commenter Co
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Spawner{cfg: cfg, store: store, runner: runner, prompt: prompt, commenter: commenter}
+	return &Spawner{cfg: cfg, store: store, runner: runner, prompt: prompt, recording: map[string]bool{}}
 }
 
 // errPromptUnavailable is a transient failure to build the prompt.
 var errPromptUnavailable = errors.New("prompt unavailable")
 
-// Handle runs a claimed task. ctx ending means shutdown: the agent is
-// killed and the attempt recorded as interrupted, not as a failure.
+// Handle runs a claimed task. ctx ending means shutdown (the agent is
+// killed and the attempt recorded as interrupted, not as a failure) or a
+// lost lease (context.Cause is repository.ErrLeaseLost).
 func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 	log := s.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent,
 		"action_type", t.ActionType, "attempt", t.DispatchCount)
@@ -113,9 +117,10 @@ func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 	prompt, err := s.prompt(ctx, t)
 	if err != nil {
 		// Gitea down, issue unreadable: the task waits, nothing is lost.
-		log.Warn("prompt not built, task waits", "error", err)
+		wait := repository.Backoff(t.Holds+1, s.cfg.HoldBase, s.cfg.HoldMax)
+		log.Warn("prompt not built, task waits", "error", err, "wait", wait.Round(time.Second).String())
 		s.apply(bg, log, t, repository.EventRelease, repository.Change{
-			NotBefore: time.Now().Add(time.Minute), Error: fmt.Sprintf("%v: %v", errPromptUnavailable, err)})
+			NotBefore: time.Now().Add(wait), Error: fmt.Sprintf("%v: %v", errPromptUnavailable, err)})
 		return
 	}
 	runDir := filepath.Join(s.cfg.StateDir, "runs", fmt.Sprintf("%d-%d", t.ID, t.DispatchCount))
@@ -127,11 +132,10 @@ func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 	}
 	promptFile := filepath.Join(runDir, "prompt.md")
 	if err := writePrompt(promptFile, prompt); err != nil {
-		s.finish(bg, log, t, agent, attempt, Result{ExitCode: -1, Outcome: OutcomeSpawnError, Err: err.Error()})
+		s.finish(ctx, log, t, attempt, Result{ExitCode: -1, Outcome: OutcomeSpawnError, Err: err.Error()})
 		return
 	}
 	defer os.RemoveAll(runDir)
-
 	args, stdin := argv(agent.Argv, promptFile, prompt)
 	cmd := Command{Argv: args, Dir: agent.Workdir, LogPath: logPath, Timeout: agent.Timeout,
 		Usage: agent.Usage, MaxCostUSD: agent.MaxCostUSD, MaxTokens: agent.MaxTokens, TailBytes: s.cfg.TailBytes,
@@ -142,54 +146,20 @@ func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 		cmd.Stdin = []byte(prompt)
 	}
 	if err := os.MkdirAll(agent.Workdir, 0o755); err != nil {
-		s.finish(bg, log, t, agent, attempt, Result{ExitCode: -1, Outcome: OutcomeSpawnError,
+		s.finish(ctx, log, t, attempt, Result{ExitCode: -1, Outcome: OutcomeSpawnError,
 			Err: "create working directory: " + err.Error()})
 		return
 	}
-
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go s.heartbeat(runCtx, cancel, t, log)
 	log.Info("agent started")
 	s.cfg.Metrics.started(t)
-	result := s.runner.Run(runCtx, cmd)
-	cancel(nil)
-	s.finish(bg, log, t, agent, attempt, result)
-}
-
-// heartbeat renews the run's lease; losing it (the ticker rescued the task
-// from a runner it thought dead) stops the agent so it never runs twice.
-func (s *Spawner) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, t repository.Task, log *slog.Logger) {
-	ticker := time.NewTicker(s.cfg.LeaseTTL / 3)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			held, err := s.store.Heartbeat(context.WithoutCancel(ctx), t.ID, s.cfg.Owner, s.cfg.LeaseTTL)
-			if err != nil {
-				log.Warn("heartbeat failed", "error", err)
-				continue
-			}
-			if !held {
-				// Usually Gitea finished the task meanwhile (the issue was
-				// closed); otherwise another runner took it over.
-				if cur, err := s.store.Task(context.WithoutCancel(ctx), t.ID); err == nil && cur.Status.Terminal() {
-					log.Info("task ended in Gitea while its agent ran: stopping the agent", "status", cur.Status)
-				} else {
-					log.Error("lease lost: stopping the agent")
-				}
-				cancel(ErrLeaseLost)
-				return
-			}
-		}
-	}
+	result := s.runner.Run(ctx, cmd)
+	s.finish(ctx, log, t, attempt, result)
 }
 
 // finish records the attempt and moves the task by its outcome, in one
-// transaction.
-func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Task, a Agent, attempt repository.Attempt, r Result) {
+// transaction, and does not give up while the database is away (see
+// record).
+func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Task, attempt repository.Attempt, r Result) {
 	attempt.Outcome, attempt.Error, attempt.OutputTail = r.Outcome, r.Err, r.Tail
 	attempt.Duration, attempt.TokensIn, attempt.TokensOut, attempt.CostUSD = r.Duration, r.TokensIn, r.TokensOut, r.CostUSD
 	if r.ExitCode >= 0 {
@@ -198,92 +168,193 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Tas
 	}
 	s.cfg.Metrics.finished(t, r)
 	log = log.With("outcome", r.Outcome, "duration", r.Duration.Round(time.Millisecond).String())
-	var (
-		ev  repository.Event
-		c   repository.Change
-		msg string
-	)
+	end := repository.RunEnd{Attempt: attempt, Owner: s.cfg.Owner, Reclaim: true}
+	var msg string
 	switch {
 	case r.Outcome == OutcomeLeaseLost:
-		log.Warn("agent stopped: its task was taken over")
-		if err := s.store.FinishAttempt(ctx, attempt); err != nil {
-			log.Error("attempt not recorded", "error", err)
-		}
-		return
+		end.Reclaim = false // the run was killed: its task belongs to someone else now
+		msg = "agent stopped: its task was taken over or ended in Gitea"
 	case r.Outcome == OutcomeInterrupted:
-		ev, c, msg = repository.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, "agent interrupted by shutdown; the task will run again"
+		end.Event, end.Change, end.Reclaim = repository.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, false
+		msg = "agent interrupted by shutdown; the task will run again"
 	case r.Outcome == OutcomeSucceeded || t.ActionType.Notification() && r.Outcome != OutcomeSpawnError:
 		if t.ActionType.FinishedOnExit() {
-			ev, msg = repository.EventComplete, "agent finished; task done"
+			end.Event, msg = repository.EventComplete, "agent finished; task done"
 		} else {
-			msg = "agent finished; task waits for Gitea" // ev "": only the lease is dropped
+			msg = "agent finished; task waits for Gitea" // no event: only the lease is dropped
 		}
 	case t.RetryCount < t.MaxRetries:
-		delay := s.backoff(t.RetryCount + 1)
-		ev, c = repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: r.Err}
+		delay := repository.Backoff(t.RetryCount+1, s.cfg.RetryBase, s.cfg.RetryMax)
+		end.Event, end.Change = repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: r.Err}
 		log = log.With("error", r.Err, "retry_in", delay.Round(time.Second).String(), "retries_left", t.MaxRetries-t.RetryCount-1)
 		msg = "agent failed, will retry"
 		s.cfg.Metrics.retries.WithLabelValues(t.Agent).Inc()
 	default:
-		ev, c = repository.EventFail, repository.Change{Error: r.Err}
+		end.Event, end.Change = repository.EventFail, repository.Change{Error: r.Err}
 		log = log.With("error", r.Err)
 		msg = "agent failed, no retry left: task failed"
 	}
-	res, err := s.store.FinishRun(ctx, attempt, s.cfg.Owner, ev, c)
+	res, ok := s.record(ctx, log, end)
 	switch {
-	case err != nil:
-		log.Error("run not recorded", "error", err)
+	case !ok:
 		return
-	case ev != "" && !res.Applied:
-		log.Info("task had already moved", "transition", ev, "status", res.From)
+	case end.Event != "" && !res.Applied:
+		log.Info("task had already moved", "transition", end.Event, "status", res.From)
 		return
-	case ev == repository.EventRetry || ev == repository.EventFail:
+	case end.Event == repository.EventRetry || end.Event == repository.EventFail || r.Outcome == OutcomeLeaseLost:
 		log.Warn(msg)
 	default:
 		log.Info(msg)
 	}
-	if ev == repository.EventFail && s.cfg.FailureComment && s.commenter != nil && t.IssueNumber > 0 {
-		s.commentFailure(ctx, log, t, r)
+	if end.Event == repository.EventFail {
+		s.cfg.Notifier.TaskFailed(context.WithoutCancel(ctx), t.ID, r.Err)
 	}
 }
 
-// commentFailure posts one comment on the issue, idempotently: the
-// comment's id is kept with the task and checked first.
-func (s *Spawner) commentFailure(ctx context.Context, log *slog.Logger, t repository.Task, r Result) {
-	cur, err := s.store.Task(ctx, t.ID)
-	if err != nil {
-		log.Error("failure comment skipped", "error", err)
-		return
+// recordTimeout bounds one try to record a run.
+const recordTimeout = 10 * time.Second
+
+// record writes how a run ended to the database, retrying with backoff
+// while the database does not answer: a run that finished must not be
+// rescued and run again because PostgreSQL blinked as it ended. The
+// outcome is kept on disk, next to the attempt's log, until it is
+// recorded; if mozi stops first, RecordLeftovers records it later.
+func (s *Spawner) record(ctx context.Context, log *slog.Logger, end repository.RunEnd) (repository.Result, bool) {
+	path := outcomePath(end.Attempt.LogPath)
+	if path != "" {
+		if err := writeOutcome(path, end); err != nil {
+			log.Warn("run outcome not kept on disk; recording it in the database only", "error", err)
+			path = ""
+		} else {
+			s.setRecording(path, true)
+			defer s.setRecording(path, false)
+		}
 	}
-	if cur.Meta.Extra["failure_comment_id"] != "" {
-		return
-	}
-	attempts := t.RetryCount + 1
-	body := fmt.Sprintf("**mozi**: the `%s` task of @%s on this issue failed after %d attempt(s): %s.\n\n"+
-		"mozi will not run it again by itself. Details: `mozi task show %d`; to try again: `mozi task retry %d`.",
-		t.ActionType, t.Agent, attempts, strings.TrimSuffix(r.Err, "."), t.ID, t.ID)
-	id, err := s.commenter.PostComment(ctx, t.Repo, t.IssueNumber, body)
-	if err != nil {
-		log.Error("failure comment not posted", "error", err)
-		return
-	}
-	if cur.Meta.Extra == nil {
-		cur.Meta.Extra = map[string]string{}
-	}
-	cur.Meta.Extra["failure_comment_id"] = fmt.Sprint(id)
-	if err := s.store.SetTaskMeta(ctx, t.ID, cur.Meta); err != nil {
-		log.Error("failure comment id not kept", "error", err)
+	for try := 1; ; try++ {
+		res, err := s.finishRun(context.WithoutCancel(ctx), end)
+		if err == nil {
+			if path != "" {
+				_ = os.Remove(path)
+			}
+			if try > 1 {
+				log.Info("run recorded after the database came back", "tries", try)
+			}
+			return res, true
+		}
+		if try == 1 {
+			log.Warn("run not recorded yet, retrying until the database answers", "error", err)
+		}
+		wait := repository.Backoff(try, 250*time.Millisecond, 10*time.Second)
+		select {
+		case <-ctx.Done():
+			if path != "" {
+				log.Error("run not recorded before mozi stops: kept on disk, recorded at the next start",
+					"outcome_file", path, "error", err)
+			} else {
+				log.Error("run not recorded", "error", err)
+			}
+			return repository.Result{}, false
+		case <-time.After(wait):
+		}
 	}
 }
 
-// backoff is exponential with jitter: RetryBase·2^(n-1), capped, ±25%.
-func (s *Spawner) backoff(n int) time.Duration {
-	d := s.cfg.RetryBase << min(n-1, 20)
-	if d <= 0 || d > s.cfg.RetryMax {
-		d = s.cfg.RetryMax
+func (s *Spawner) finishRun(ctx context.Context, end repository.RunEnd) (repository.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	return s.store.FinishRun(ctx, end)
+}
+
+func (s *Spawner) setRecording(path string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.recording[path] = true
+	} else {
+		delete(s.recording, path)
 	}
-	jitter := time.Duration(rand.Int64N(int64(d/2)+1)) - d/4
-	return d + jitter
+}
+
+// outcomeSuffix names the file that keeps a run's outcome until it is
+// recorded: <log>.outcome.json.
+const outcomeSuffix = ".outcome.json"
+
+func outcomePath(logPath string) string {
+	if logPath == "" {
+		return ""
+	}
+	return strings.TrimSuffix(logPath, ".log") + outcomeSuffix
+}
+
+func writeOutcome(path string, end repository.RunEnd) error {
+	data, err := json.Marshal(end)
+	if err != nil {
+		return fmt.Errorf("encode run outcome: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write run outcome: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write run outcome: %w", err)
+	}
+	return nil
+}
+
+// RecordLeftovers records the run outcomes kept on disk that no Handle is
+// recording: those of a mozi that stopped while the database was away. It
+// returns how many it recorded; the rest stay for the next call.
+func (s *Spawner) RecordLeftovers(ctx context.Context) (int, error) {
+	var paths []string
+	err := filepath.WalkDir(filepath.Join(s.cfg.StateDir, "logs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, outcomeSuffix) {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("look for unrecorded runs: %w", err)
+	}
+	n := 0
+	for _, p := range paths {
+		s.mu.Lock()
+		busy := s.recording[p]
+		s.mu.Unlock()
+		if busy {
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // recorded and removed meanwhile
+		}
+		var end repository.RunEnd
+		if err := json.Unmarshal(data, &end); err != nil {
+			s.cfg.Logger.Error("unreadable run outcome set aside", "outcome_file", p, "error", err)
+			_ = os.Rename(p, p+".broken")
+			continue
+		}
+		res, err := s.finishRun(ctx, end)
+		if err != nil {
+			return n, fmt.Errorf("record run of task %d kept in %s: %w", end.Attempt.TaskID, p, err)
+		}
+		_ = os.Remove(p)
+		n++
+		s.cfg.Logger.Info("recorded a run kept on disk", "task_id", end.Attempt.TaskID, "attempt", end.Attempt.Attempt,
+			"outcome", end.Attempt.Outcome, "applied", res.Applied, "status", res.From)
+		if end.Event == repository.EventFail && res.Applied {
+			s.cfg.Notifier.TaskFailed(ctx, end.Attempt.TaskID, end.Change.Error)
+		}
+	}
+	return n, nil
 }
 
 func (s *Spawner) apply(ctx context.Context, log *slog.Logger, t repository.Task, ev repository.Event, c repository.Change) bool {
@@ -311,72 +382,4 @@ func writePrompt(path, prompt string) error {
 // safeName makes owner/name usable as a directory name.
 func safeName(repo string) string {
 	return strings.NewReplacer("/", "_", "..", "_").Replace(repo)
-}
-
-// Metrics are the spawner's collectors.
-type Metrics struct {
-	runs     *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	retries  *prometheus.CounterVec
-	tokens   *prometheus.CounterVec
-	cost     *prometheus.CounterVec
-	latency  prometheus.Histogram
-}
-
-// NewMetrics creates the spawner's collectors on reg (nil: unregistered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_agent_runs_total",
-			Help: "Agent runs by agent and outcome (succeeded, failed, timeout, budget_exceeded, interrupted, spawn_error, lease_lost).",
-		}, []string{"agent", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mozi_agent_run_seconds",
-			Help:    "Duration of agent runs, by agent.",
-			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
-		}, []string{"agent"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_task_retries_total",
-			Help: "Failed runs retried, by agent.",
-		}, []string{"agent"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_agent_tokens_total",
-			Help: "Tokens agents reported, by agent and direction (in, out).",
-		}, []string{"agent", "direction"}),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_agent_cost_usd_total",
-			Help: "Cost agents reported, in US dollars, by agent.",
-		}, []string{"agent"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "mozi_dispatch_latency_seconds",
-			Help:    "Time from a task's creation to its agent's start.",
-			Buckets: []float64{.005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
-		}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.runs, m.duration, m.retries, m.tokens, m.cost, m.latency)
-	}
-	return m
-}
-
-func (m *Metrics) started(t repository.Task) {
-	if t.DispatchCount == 1 && !t.CreatedAt.IsZero() {
-		m.latency.Observe(time.Since(t.CreatedAt).Seconds())
-	}
-}
-
-func (m *Metrics) finished(t repository.Task, r Result) {
-	m.runs.WithLabelValues(t.Agent, r.Outcome).Inc()
-	if r.Outcome != OutcomeSpawnError {
-		m.duration.WithLabelValues(t.Agent).Observe(r.Duration.Seconds())
-	}
-	if r.TokensIn > 0 {
-		m.tokens.WithLabelValues(t.Agent, "in").Add(float64(r.TokensIn))
-	}
-	if r.TokensOut > 0 {
-		m.tokens.WithLabelValues(t.Agent, "out").Add(float64(r.TokensOut))
-	}
-	if r.CostUSD > 0 {
-		m.cost.WithLabelValues(t.Agent).Add(r.CostUSD)
-	}
 }

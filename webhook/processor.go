@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -74,13 +73,8 @@ func NewProcessor(store *repository.Store, apply repository.DeliveryFunc, cfg Pr
 	return p
 }
 
-// backoff is exponential with full jitter: base·2^(attempt-1), capped.
 func (p *Processor) backoff(attempt int) time.Duration {
-	d := p.cfg.BackoffBase << min(attempt-1, 30)
-	if d <= 0 || d > p.cfg.BackoffMax {
-		d = p.cfg.BackoffMax
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	return repository.Backoff(attempt, p.cfg.BackoffBase, p.cfg.BackoffMax)
 }
 
 // Wake tells the processor a delivery is waiting. It never blocks.

@@ -132,7 +132,7 @@ func benchDispatch(ctx context.Context, e *env, args []string) error {
 		sp := spawner.New(spawner.Config{Owner: "bench", StateDir: stateDir, Logger: logger,
 			Agents: map[string]spawner.Agent{"bench": {Login: "bench", Argv: []string{"/bin/true"},
 				Workdir: filepath.Join(stateDir, "work"), Timeout: time.Minute}}},
-			bd.store, &spawner.ProcessRunner{}, promptFor, nil)
+			bd.store, &spawner.ProcessRunner{}, promptFor)
 		if err := createBenchTasks(ctx, bd.store, *nProc, 2**n, "bench"); err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 )
@@ -30,6 +31,7 @@ type engine struct {
 	store      *repository.Store
 	gitea      *repository.Gitea // nil without gitea.url
 	reader     *repository.IssueReader
+	spawner    *spawner.Spawner
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
 	owner      string
@@ -101,22 +103,22 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		}
 		return p.Text, nil
 	}
-	var commenter spawner.Commenter
-	if en.gitea != nil {
-		commenter = en.gitea
+	var notifier *notice.Notifier
+	if en.gitea != nil && *cfg.Spawner.FailureComment {
+		notifier = notice.New(en.gitea, store, logger)
 	}
-	sp := spawner.New(spawner.Config{
+	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
-		LeaseTTL: cfg.Dispatcher.LeaseTTL, RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
-		FailureComment: *cfg.Spawner.FailureComment, TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
-		Logger: logger, Metrics: spawner.NewMetrics(reg),
-	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, promptFor, commenter)
+		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
+		TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
+		Logger: logger, Metrics: spawner.NewMetrics(reg), Notifier: notifier,
+	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, promptFor)
 	en.dispatcher = dispatcher.New(dispatcher.Config{
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,
 		LeaseTTL: cfg.Dispatcher.LeaseTTL, PollInterval: cfg.Dispatcher.PollInterval,
 		SpawnsPerIssuePerDay: cfg.Dispatcher.SpawnsPerIssuePerDay, SpawnsPerAgentPerDay: cfg.Dispatcher.SpawnsPerAgentPerDay,
 		MaxHops: cfg.Webhook.MaxMentionHops, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
-	}, store, en.reader, sp)
+	}, store, en.reader, en.spawner)
 	var tg ticker.Gitea
 	if en.gitea != nil {
 		tg = en.gitea
@@ -154,6 +156,7 @@ func (en *engine) start() (stop func()) {
 	claimCtx, stopClaims := context.WithCancel(context.Background())
 	runCtx, killRuns := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	wg.Go(func() { en.recordLeftovers(claimCtx) })
 	wg.Go(func() { en.dispatcher.Run(claimCtx, runCtx) })
 	wg.Go(func() { en.ticker.Run(claimCtx) })
 	wg.Go(func() { en.store.Listen(claimCtx, repository.PendingChannel, en.dispatcher.Wake, en.logger) })
@@ -173,6 +176,25 @@ func (en *engine) start() (stop func()) {
 			<-done
 		}
 		killRuns()
+	}
+}
+
+// leftoverEvery is how often run outcomes kept on disk (the database was
+// away when their run ended) are retried.
+const leftoverEvery = 30 * time.Second
+
+// recordLeftovers records, at start and then now and then, the outcomes of
+// runs that ended while the database was away and were kept on disk.
+func (en *engine) recordLeftovers(ctx context.Context) {
+	for {
+		if n, err := en.spawner.RecordLeftovers(ctx); err != nil && ctx.Err() == nil {
+			en.logger.Warn("runs kept on disk not recorded yet", "recorded", n, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(leftoverEvery):
+		}
 	}
 }
 

@@ -1,0 +1,151 @@
+package spawner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// blinkingStore is the real store whose FinishRun fails while the database
+// is "away"; whileAway runs at the first failure (the world moving on
+// meanwhile: the ticker rescuing the run whose lease expired).
+type blinkingStore struct {
+	*repository.Store
+	away      atomic.Bool
+	failures  atomic.Int32
+	whileAway func()
+}
+
+var errDatabaseAway = errors.New("dial unix /run/postgresql/.s.PGSQL.5432: connect: connection refused")
+
+func (b *blinkingStore) FinishRun(ctx context.Context, e repository.RunEnd) (repository.Result, error) {
+	if b.away.Load() {
+		if b.failures.Add(1) == 1 && b.whileAway != nil {
+			b.whileAway()
+		}
+		return repository.Result{}, errDatabaseAway
+	}
+	return b.Store.FinishRun(ctx, e)
+}
+
+// succeeding is an agent that exits 0 at once.
+type succeeding struct{ runs atomic.Int32 }
+
+func (r *succeeding) Run(context.Context, Command) Result {
+	r.runs.Add(1)
+	return Result{ExitCode: 0, Outcome: OutcomeSucceeded, Duration: time.Millisecond}
+}
+
+// claimed makes an issue_assigned task and claims it for runner r1 with a
+// lease that expires quickly.
+func claimed(t *testing.T, store *repository.Store) repository.Task {
+	t.Helper()
+	ctx := context.Background()
+	_, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug, Agent: "coder1", Priority: 2})
+	require.NoError(t, err)
+	tasks, err := store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: 200 * time.Millisecond,
+		Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	return tasks[0]
+}
+
+func newTestSpawner(t *testing.T, store Store, runner Runner, stateDir string) *Spawner {
+	return New(Config{Owner: "r1", StateDir: stateDir, Agents: map[string]Agent{"coder1": {Login: "coder1",
+		Argv: []string{"agent"}, Workdir: t.TempDir(), Timeout: time.Minute}}}, store, runner,
+		func(context.Context, repository.Task) (string, error) { return "do it", nil })
+}
+
+// rescueOnceExpired plays the ticker: it rescues the task as soon as its
+// lease has expired (its runner could not renew it: the database was away).
+func rescueOnceExpired(t *testing.T, store *repository.Store, id int64) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		rescued, err := store.RescueExpired(context.Background())
+		require.NoError(t, err)
+		if len(rescued) == 1 && rescued[0].ID == id {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Error("the run was never rescued")
+}
+
+func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
+	t.Helper()
+	got, err := store.Task(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusWorking, got.Status, "the run succeeded: the task waits for Gitea")
+	assert.Empty(t, got.LeaseOwner)
+	assert.Equal(t, 1, got.DispatchCount)
+	assert.Equal(t, 0, got.RetryCount)
+	attempts, err := store.Attempts(context.Background(), id)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	assert.Equal(t, repository.AttemptSucceeded, attempts[0].Outcome, "the rescue's 'runner lost' is replaced by the real outcome")
+}
+
+// PostgreSQL drops as a run finishes, long enough for the lease to expire
+// and the ticker to rescue the task: the runner keeps trying, records the
+// real outcome when the database is back, and the task does not run again.
+func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
+	real := pgtest.Store(t)
+	task := claimed(t, real)
+	store := &blinkingStore{Store: real}
+	store.away.Store(true)
+	store.whileAway = func() {
+		go func() {
+			rescueOnceExpired(t, real, task.ID)
+			store.away.Store(false)
+		}()
+	}
+	runner := &succeeding{}
+	sp := newTestSpawner(t, store, runner, t.TempDir())
+	sp.Handle(context.Background(), task)
+
+	assert.Positive(t, store.failures.Load(), "recording failed while the database was away")
+	assertRecordedOnce(t, real, task.ID)
+	got, err := real.ClaimTasks(context.Background(), repository.ClaimRequest{Owner: "r2", Limit: 1,
+		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
+	require.NoError(t, err)
+	assert.Empty(t, got, "nothing to run again")
+	assert.Equal(t, int32(1), runner.runs.Load())
+}
+
+// mozi stops while the database is still away: the outcome stays on disk
+// next to the attempt's log and is recorded at the next start.
+func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
+	real := pgtest.Store(t)
+	task := claimed(t, real)
+	store := &blinkingStore{Store: real}
+	store.away.Store(true)
+	stateDir := t.TempDir()
+	ctx, shutdown := context.WithCancel(context.Background())
+	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, shutdown) }
+	newTestSpawner(t, store, &succeeding{}, stateDir).Handle(ctx, task)
+
+	kept, err := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
+	require.NoError(t, err)
+	require.Len(t, kept, 1, "the outcome is on disk")
+	rescueOnceExpired(t, real, task.ID)
+
+	// The next start, with the database back.
+	n, err := newTestSpawner(t, real, &succeeding{}, stateDir).RecordLeftovers(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.NoFileExists(t, kept[0])
+	assertRecordedOnce(t, real, task.ID)
+}

@@ -36,6 +36,9 @@ type Command struct {
 	MaxTokens  int64
 	// TailBytes bounds the output kept for the task attempt (default 16 KiB).
 	TailBytes int
+	// Credential runs the process as another user (the agents' user when
+	// mozi is root); nil: as mozi.
+	Credential *syscall.Credential
 }
 
 // Result is how a process ended.
@@ -111,7 +114,7 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 		cmd.Stdin = bytesReader(c.Stdin)
 	}
 	// Its own process group, so a kill reaches everything it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.Credential}
 	setParentDeathSignal(cmd.SysProcAttr)
 	// Children that keep the output open must not keep Wait waiting.
 	cmd.WaitDelay = grace

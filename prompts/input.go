@@ -27,6 +27,21 @@ type Input struct {
 	SubIssues []Related
 	// Retry describes the previous attempt when this is not the first.
 	Retry *Retry
+	// Checkout is the worktree mozi prepared for the run; nil when the
+	// agent works in its own directory (workspace: none).
+	Checkout *Checkout
+}
+
+// Checkout is where a run works: a git worktree mozi prepared.
+type Checkout struct {
+	Dir string
+	// Branch is the branch checked out; "" for a detached checkout of Ref.
+	Branch string
+	Ref    string
+	// Base is the repository's default branch.
+	Base string
+	// Note is a workspace note to pass on ("uncommitted", "diverged"), or "".
+	Note string
 }
 
 // Agent is what the prompt says about the agent it is for.
@@ -109,7 +124,35 @@ func (in *Input) vars() templates.Vars {
 		v["lead"] = "the lead"
 	}
 	v["branch"] = branch(t, m, v["brief"])
+	v["base"] = "main"
+	var ref string
+	if c := in.Checkout; c != nil {
+		v["workdir"] = c.Dir
+		if c.Branch != "" {
+			v["branch"] = c.Branch
+		}
+		if c.Base != "" {
+			v["base"] = c.Base
+		}
+		ref = c.Ref
+	}
+	v["checkout"] = ref
+	if ref == "" {
+		v["checkout"] = "origin/" + v["base"]
+	}
 	return v
+}
+
+// Branch is the branch the task's work belongs on, as its prompt names
+// it: the pull request's head for work on a pull request, else a new
+// <kind>/<issue>-<brief> branch.
+func (in *Input) Branch() string {
+	t := in.Task
+	title := in.Issue.Title
+	if title == "" {
+		title = t.Meta.Title
+	}
+	return branch(t, t.Meta, templates.Brief(strings.ReplaceAll(title, "'", "’")))
 }
 
 // branch is the branch the agent works on: the pull request's, or a new

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -92,6 +93,9 @@ type promptCase struct {
 	name  string
 	task  repository.Task
 	retry *Retry
+	// own: the agent works in its own directory (workspace: none) instead
+	// of a worktree mozi prepared; noGitea: no gitea.url configured.
+	own, noGitea bool
 }
 
 // cases covers every action type and every business type: the tasks the
@@ -115,7 +119,12 @@ func (w *world) cases(t testing.TB) []promptCase {
 		{name: "issue_closed", task: w.find(t, repository.ActionIssueClosed, "coder1", "")},
 		{name: "issue_assigned-bug-retry", task: bug, retry: &Retry{Attempt: 2,
 			Error: "exit status 1", OutputTail: "go test ./...\n--- FAIL: TestBucket (0.00s)\nFAIL"}},
+		{name: "issue_assigned-bug-own-workdir", task: bug, own: true},
+		{name: "issue_assigned-bug-no-gitea", task: bug, noGitea: true},
 	}
+	followUp := bug
+	followUp.Meta.FollowUp = repository.FollowUpPullRequest
+	out = append(out, promptCase{name: "issue_assigned-bug-follow-up", task: followUp})
 	for _, b := range []repository.BusinessType{repository.BusinessFeature, repository.BusinessImpl,
 		repository.BusinessRefactor, repository.BusinessTest} {
 		task := infra
@@ -137,11 +146,31 @@ func (w *world) cases(t testing.TB) []promptCase {
 	return out
 }
 
-func (w *world) build(t testing.TB, b *Builder, c promptCase) *Prompt {
+// input gathers a case's input as the spawner would hand it over: in the
+// worktree mozi prepared (the spawner's choice of branch, approximated:
+// a branch for the tasks that push, a detached checkout for the others).
+func (w *world) input(t testing.TB, c promptCase) *Input {
 	t.Helper()
-	in, err := Gather(context.Background(), w.reader, c.task, agentFor(c.task.Agent), w.gitea.URL, "lead")
+	giteaURL := w.gitea.URL
+	if c.noGitea {
+		giteaURL = ""
+	}
+	in, err := Gather(context.Background(), w.reader, c.task, agentFor(c.task.Agent), giteaURL, "lead")
 	require.NoError(t, err)
 	in.Retry = c.retry
+	if !c.own {
+		in.Checkout = &Checkout{Dir: fmt.Sprintf("/var/lib/mozi/workspaces/trees/%s/%d", c.task.Repo, c.task.ID),
+			Base: "main"}
+		if c.task.ActionType.PushesCode() {
+			in.Checkout.Branch = in.Branch()
+		}
+	}
+	return in
+}
+
+func (w *world) build(t testing.TB, b *Builder, c promptCase) *Prompt {
+	t.Helper()
+	in := w.input(t, c)
 	p, err := b.Build(in)
 	require.NoError(t, err)
 	return p
@@ -186,7 +215,7 @@ var leftover = regexp.MustCompile(`\{[a-z][a-z0-9_]*\}`)
 // sectionExtras are placeholders sections fill from their own data, not
 // from the task's variables.
 var sectionExtras = map[string]bool{"hint": true, "subject": true, "issue_text": true, "role_guidance": true,
-	"attempt": true, "previous_error": true, "number": true, "state": true, "bytes": true}
+	"attempt": true, "previous_error": true, "number": true, "state": true, "bytes": true, "missing": true}
 
 func TestNoPlaceholderLeftUnfilled(t *testing.T) {
 	w := newWorld(t)
@@ -196,9 +225,7 @@ func TestNoPlaceholderLeftUnfilled(t *testing.T) {
 		b := NewBuilder(set, nil, 0)
 		for _, c := range w.cases(t) {
 			t.Run(locale+"/"+c.name, func(t *testing.T) {
-				in, err := Gather(context.Background(), w.reader, c.task, agentFor(c.task.Agent), w.gitea.URL, "lead")
-				require.NoError(t, err)
-				in.Retry = c.retry
+				in := w.input(t, c)
 				p, err := b.Build(in)
 				require.NoError(t, err)
 				assert.Empty(t, leftover.FindAllString(p.Text, -1), "a placeholder survived")
@@ -216,6 +243,9 @@ func TestNoPlaceholderLeftUnfilled(t *testing.T) {
 				vars := in.vars()
 				for _, text := range texts {
 					for _, ph := range templates.Placeholders(text) {
+						if c.noGitea && (ph == "gitea_url" || ph == "gitea_api") {
+							continue // those texts are left out without a Gitea
+						}
 						if !sectionExtras[ph] {
 							assert.NotEmpty(t, vars[ph], "{%s} has no value", ph)
 						}
@@ -262,7 +292,9 @@ func TestNoSecretInAnyPrompt(t *testing.T) {
 		for _, c := range w.cases(t) {
 			p := w.build(t, b, c)
 			assert.NotContains(t, p.Text, giteatest.Token, "%s/%s contains the Gitea token", locale, c.name)
-			assert.Contains(t, p.Text, agentFor(c.task.Agent).TokenEnv, "the prompt names the token's variable")
+			if !c.noGitea {
+				assert.Contains(t, p.Text, agentFor(c.task.Agent).TokenEnv, "the prompt names the token's variable")
+			}
 		}
 	}
 }
@@ -381,5 +413,24 @@ func BenchmarkBuildWarm(b *testing.B) {
 	_ = start
 	if got := w.gitea.Requests(); got != calls {
 		b.Fatalf("a warm build called Gitea %d times", got-calls)
+	}
+}
+
+// A round review and a discussion are about a parent issue: their prompts
+// must not ask the agent to open a pull request that closes it.
+func TestRoundReviewAndDiscussionOpenNoPullRequest(t *testing.T) {
+	w := newWorld(t)
+	for _, locale := range templates.Locales {
+		set, err := templates.Load(locale, "")
+		require.NoError(t, err)
+		b := NewBuilder(set, nil, 0)
+		for _, c := range w.cases(t) {
+			if c.task.ActionType != repository.ActionRoundReview && c.task.ActionType != repository.ActionDiscussion {
+				continue
+			}
+			p := w.build(t, b, c)
+			assert.NotContains(t, p.Text, fmt.Sprintf("Closes #%d", c.task.IssueNumber), "%s/%s", locale, c.name)
+			assert.NotContains(t, p.Text, "/pulls", "%s/%s", locale, c.name)
+		}
 	}
 }

@@ -34,6 +34,56 @@ func (s roleSection) Render(r *Renderer, budget int) string {
 	return head + "\n\n" + r.Cut(strings.TrimSpace(r.In.Agent.Role), budget-len(head)-2)
 }
 
+// gitSection (L2, 35) says where the agent works: a worktree on its
+// branch, a read-only detached checkout, or (workspace: none) its own
+// directory where it makes the branch itself.
+type gitSection struct{ textSection }
+
+func (s gitSection) Render(r *Renderer, budget int) string {
+	c := r.In.Checkout
+	var text string
+	switch {
+	case c == nil:
+		text = r.Section("git_self")
+	case c.Branch == "":
+		text = r.Section("git_detached")
+	default:
+		text = r.Section("git_operation")
+	}
+	if c != nil && c.Note != "" {
+		text += "\n\n" + r.Label("note_"+c.Note)
+	}
+	return r.Cut(text, budget)
+}
+
+// giteaAPISection (L2, 40) is how to talk to Gitea: comments, sub-issues
+// and reads for every task, opening a pull request only for the tasks
+// whose work is one (a round review or a discussion must not close the
+// parent issue with a pull request); and no API at all without a Gitea.
+type giteaAPISection struct{ textSection }
+
+func (s giteaAPISection) Render(r *Renderer, budget int) string {
+	if r.In.GiteaURL == "" {
+		return r.Cut(r.Section("gitea_unconfigured"), budget)
+	}
+	text := r.Section("gitea_api")
+	if r.In.Task.ActionType.OpensPullRequest() {
+		text += "\n\n" + r.Section("gitea_api_pull")
+	}
+	return r.Cut(text, budget)
+}
+
+// wikiSection (L2, 60) points to the team's knowledge; without a Gitea
+// there is no wiki to link.
+type wikiSection struct{ textSection }
+
+func (s wikiSection) Render(r *Renderer, budget int) string {
+	if r.In.GiteaURL == "" {
+		return ""
+	}
+	return s.textSection.Render(r, budget)
+}
+
 // roleSkillSection (L2, 30) says how to act in the role this action puts
 // the agent in.
 type roleSkillSection struct{ textSection }
@@ -122,6 +172,9 @@ func (s toolchainSection) details(r *Renderer) []string {
 		}
 		out = append(out, strings.TrimRight(b.String(), "\n"), r.Section("round_review"))
 	}
+	if m.FollowUp != "" {
+		out = append(out, r.Section("follow_up", "missing", r.Label("missing_"+m.FollowUp)))
+	}
 	if rt := r.In.Retry; rt != nil {
 		block := r.Section("retry", "attempt", fmt.Sprint(rt.Attempt), "previous_error", oneLine(rt.Error))
 		if tail := strings.TrimSpace(rt.OutputTail); tail != "" {
@@ -169,7 +222,11 @@ func (s deliverySection) Render(r *Renderer, budget int) string {
 	if err != nil || t.ActionType.Notification() || strings.TrimSpace(tpl.OutputTemplate) == "" {
 		return r.Cut(r.Section("notification"), budget)
 	}
-	out := r.Section("delivery_checklist") + "\n\n```\n" + strings.TrimRight(r.Text(tpl.OutputTemplate), "\n") + "\n```"
+	checklist := "delivery_checklist"
+	if !t.ActionType.PushesCode() {
+		checklist = "delivery_report"
+	}
+	out := r.Section(checklist) + "\n\n```\n" + strings.TrimRight(r.Text(tpl.OutputTemplate), "\n") + "\n```"
 	return r.Cut(out, budget)
 }
 

@@ -250,3 +250,32 @@ func (s *Store) TaskCounts(ctx context.Context) ([]TaskCount, error) {
 	}
 	return out, rows.Err()
 }
+
+// TaskEnd is whether a task is finished, and since when.
+type TaskEnd struct {
+	Status     Status
+	FinishedAt time.Time
+}
+
+// TaskEnds returns the status of the tasks among ids that exist.
+func (s *Store) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, status, finished_at FROM task_state WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read task states: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int64]TaskEnd, len(ids))
+	for rows.Next() {
+		var (
+			id       int64
+			e        TaskEnd
+			finished *time.Time
+		)
+		if err := rows.Scan(&id, &e.Status, &finished); err != nil {
+			return nil, fmt.Errorf("scan task state: %w", err)
+		}
+		e.FinishedAt = derefTime(finished)
+		out[id] = e
+	}
+	return out, rows.Err()
+}

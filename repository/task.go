@@ -106,6 +106,19 @@ func (a ActionType) FinishedOnExit() bool {
 	return a.Notification() || a == ActionDiscussion || a == ActionRoundReview
 }
 
+// OpensPullRequest reports whether the agent's work ends in a new pull
+// request: the issue's work, or a fix for a broken deployment or
+// infrastructure.
+func (a ActionType) OpensPullRequest() bool {
+	return a == ActionIssueAssigned || a.RepositoryLevel()
+}
+
+// PushesCode reports whether the agent pushes commits: to a new pull
+// request, or to its own one answering CI or a review.
+func (a ActionType) PushesCode() bool {
+	return a.OpensPullRequest() || a == ActionCIFailure || a == ActionReviewResult || a == ActionReviewComment
+}
+
 // RepositoryLevel reports whether a task of this action may belong to the
 // repository rather than an issue (IssueNumber 0): a deploy or
 // infrastructure failure on a commit that no pull request explains.
@@ -238,7 +251,10 @@ type Meta struct {
 	Round        int               `json:"round,omitempty"`
 	Report       map[string]string `json:"report,omitempty"`
 	ReportMissed []string          `json:"report_missing,omitempty"`
-	Extra        map[string]string `json:"extra,omitempty"`
+	// FollowUp names what the agent's last run left undone (a FollowUp*
+	// constant) when the completion watchdog runs it once more.
+	FollowUp string            `json:"follow_up,omitempty"`
+	Extra    map[string]string `json:"extra,omitempty"`
 }
 
 // Dedupe keys name the object an event is about (issue, pull request,
@@ -284,3 +300,13 @@ func Backoff(attempt int, base, limit time.Duration) time.Duration {
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
+
+// What a run that exited 0 can have left undone, as Meta.FollowUp: the
+// step whose Gitea event would have moved its task on.
+const (
+	FollowUpPullRequest = "pull_request" // issue_assigned: no pull request opened
+	FollowUpPullClosed  = "pull_closed"  // issue_assigned: its pull request closed unmerged
+	FollowUpReport      = "report"       // no [Action Report] posted
+	FollowUpPush        = "push"         // review_result: no commits pushed after "changes requested"
+	FollowUpReview      = "review"       // review_request, review_updated: no review submitted
+)

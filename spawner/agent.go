@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/moziplus/mozi/spawner/sandbox"
 )
 
 // Agent is what the spawner needs to run one declared agent.
@@ -19,6 +21,9 @@ type Agent struct {
 	// agent's own Gitea token; the agent gets it as GITEA_TOKEN and under
 	// that name.
 	TokenEnv string
+	// TokenFile, instead, is a file holding it (read at each run, so a
+	// rotated token is picked up).
+	TokenFile string
 	// Usage is the output format to read usage from (a preset's).
 	Usage      string
 	MaxCostUSD float64
@@ -27,6 +32,18 @@ type Agent struct {
 	// mozi's environment passed through (an API key the CLI needs).
 	Env     map[string]string
 	PassEnv []string
+
+	// Worktree gives each run a git worktree of its task's repository on
+	// the branch the task needs (workspace: auto); without it the agent
+	// works in Workdir and manages its checkout itself (workspace: none).
+	Worktree bool
+	// Sandboxed runs the agent inside bubblewrap (sandbox: bwrap).
+	Sandboxed bool
+	// Home is the agent's persistent HOME, where its CLI keeps its own
+	// settings between runs.
+	Home string
+	// Limits bound each sandboxed run.
+	Limits sandbox.Limits
 }
 
 // AgentFromPreset resolves an agent's argv: its own command, a preset's,
@@ -54,6 +71,21 @@ var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANG
 // hand them to an agent.
 func neverPassed(name string) bool {
 	return strings.HasPrefix(name, "MOZI_") || strings.HasPrefix(name, "PG")
+}
+
+// token is the agent's own Gitea token, "" when it has none.
+func (a Agent) token(getenv func(string) string) string {
+	if a.TokenFile != "" {
+		data, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(data))
+	}
+	if a.TokenEnv != "" {
+		return getenv(a.TokenEnv)
+	}
+	return ""
 }
 
 // Vars are the per-run variables mozi gives an agent.
@@ -92,12 +124,10 @@ func environment(a Agent, v Vars, getenv func(string) string) []string {
 			set(k, val)
 		}
 	}
-	if a.TokenEnv != "" {
-		if tok := getenv(a.TokenEnv); tok != "" {
-			set("GITEA_TOKEN", tok)
-			if a.TokenEnv != "GITEA_TOKEN" {
-				set(a.TokenEnv, tok)
-			}
+	if tok := a.token(getenv); tok != "" {
+		set("GITEA_TOKEN", tok)
+		if a.TokenEnv != "" && a.TokenEnv != "GITEA_TOKEN" {
+			set(a.TokenEnv, tok)
 		}
 	}
 	set("MOZI_TASK_ID", fmt.Sprint(v.TaskID))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
 )
@@ -63,10 +64,20 @@ func claimed(t *testing.T, store *repository.Store) repository.Task {
 	return tasks[0]
 }
 
+// staticPrompt is a prompter that needs no issue.
+type staticPrompt struct{}
+
+func (staticPrompt) Gather(_ context.Context, t repository.Task) (*prompts.Input, error) {
+	return &prompts.Input{Task: t}, nil
+}
+
+func (staticPrompt) Build(*prompts.Input) (*prompts.Prompt, error) {
+	return &prompts.Prompt{Text: "do it"}, nil
+}
+
 func newTestSpawner(t *testing.T, store Store, runner Runner, stateDir string) *Spawner {
 	return New(Config{Owner: "r1", StateDir: stateDir, Agents: map[string]Agent{"coder1": {Login: "coder1",
-		Argv: []string{"agent"}, Workdir: t.TempDir(), Timeout: time.Minute}}}, store, runner,
-		func(context.Context, repository.Task) (string, error) { return "do it", nil })
+		Argv: []string{"/bin/true"}, Workdir: t.TempDir(), Timeout: time.Minute}}}, store, runner, staticPrompt{})
 }
 
 // rescueOnceExpired plays the ticker: it rescues the task as soon as its

@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/spawner/notice"
+	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/workspace"
 )
 
 // Store is what the spawner records runs in (repository.Store).
@@ -29,8 +34,18 @@ type Runner interface {
 	Run(ctx context.Context, c Command) Result
 }
 
-// PromptFunc builds a task's prompt.
-type PromptFunc func(ctx context.Context, t repository.Task) (string, error)
+// Prompter builds a task's prompt in two steps around the worktree
+// (prompts.Assembler): Gather reads (it may ask Gitea), Build renders.
+type Prompter interface {
+	Gather(ctx context.Context, t repository.Task) (*prompts.Input, error)
+	Build(in *prompts.Input) (*prompts.Prompt, error)
+}
+
+// Workspaces prepares worktrees (workspace.Manager).
+type Workspaces interface {
+	Prepare(ctx context.Context, req workspace.Request) (workspace.Workspace, error)
+	Done(taskID int64)
+}
 
 // Config configures the spawner.
 type Config struct {
@@ -38,13 +53,13 @@ type Config struct {
 	Owner string
 	// Agents by login.
 	Agents map[string]Agent
-	// StateDir holds runs/ (prompt files) and logs/ (one log per attempt,
-	// and the outcome of a run not recorded yet).
+	// StateDir holds runs/ (prompt files, each run's /tmp) and logs/ (one
+	// log per attempt, and the outcome of a run not recorded yet).
 	StateDir string
 	GiteaURL string
 	// RetryBase and RetryMax shape the backoff between attempts (defaults
-	// 30s and 30m); HoldBase and HoldMax the wait of a task whose prompt
-	// cannot be built yet (defaults 15s and 10m).
+	// 30s and 30m); HoldBase and HoldMax the wait of a task that cannot
+	// start yet for a reason outside it (defaults 15s and 10m).
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	HoldBase  time.Duration
@@ -55,6 +70,20 @@ type Config struct {
 	Metrics   *Metrics
 	// Notifier tells the issue when a task fails for good (nil: nobody).
 	Notifier *notice.Notifier
+
+	// Workspaces prepares the worktrees of agents with Worktree set
+	// (nil: such agents cannot run).
+	Workspaces Workspaces
+	// Sandbox wraps the runs of sandboxed agents; SandboxErr says why
+	// there is none (bwrap missing).
+	Sandbox    *sandbox.Sandbox
+	SandboxErr error
+	// RunAs is the user agents run as when mozi is root (nil: mozi's).
+	RunAs *syscall.Credential
+	// Hide are paths no sandboxed agent may see: mozi's configuration and
+	// secret files, its home, other agents' homes and directories (the
+	// state directory is always hidden).
+	Hide []string
 }
 
 // Spawner runs a claimed task's agent and moves the task by the outcome.
@@ -62,10 +91,10 @@ type Config struct {
 // Handle and cancels its context with repository.ErrLeaseLost when the
 // lease is lost.
 type Spawner struct {
-	cfg    Config
-	store  Store
-	runner Runner
-	prompt PromptFunc
+	cfg     Config
+	store   Store
+	runner  Runner
+	prompts Prompter
 
 	// recording are the outcome files a Handle is recording right now,
 	// which RecordLeftovers must leave alone.
@@ -74,7 +103,7 @@ type Spawner struct {
 }
 
 // New builds a spawner.
-func New(cfg Config, store Store, runner Runner, prompt PromptFunc) *Spawner {
+func New(cfg Config, store Store, runner Runner, prompter Prompter) *Spawner {
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = 30 * time.Second
 	}
@@ -96,7 +125,7 @@ func New(cfg Config, store Store, runner Runner, prompt PromptFunc) *Spawner {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Spawner{cfg: cfg, store: store, runner: runner, prompt: prompt, recording: map[string]bool{}}
+	return &Spawner{cfg: cfg, store: store, runner: runner, prompts: prompter, recording: map[string]bool{}}
 }
 
 // errPromptUnavailable is a transient failure to build the prompt.
@@ -111,49 +140,330 @@ func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 	bg := context.WithoutCancel(ctx) // bookkeeping outlives the shutdown signal
 	agent, ok := s.cfg.Agents[t.Agent]
 	if !ok {
-		s.apply(bg, log, t, repository.EventFail, repository.Change{Error: "agent " + t.Agent + " is not declared"})
+		s.failNow(bg, log, t, "agent "+t.Agent+" is not declared")
 		return
 	}
-	prompt, err := s.prompt(ctx, t)
+	env := s.environment(agent, t)
+	if err := s.runnable(agent, env); err != nil {
+		// A configuration error: no retry can help until an operator acts.
+		s.failNow(bg, log, t, err.Error())
+		return
+	}
+	in, err := s.prompts.Gather(ctx, t)
 	if err != nil {
 		// Gitea down, issue unreadable: the task waits, nothing is lost.
-		wait := repository.Backoff(t.Holds+1, s.cfg.HoldBase, s.cfg.HoldMax)
-		log.Warn("prompt not built, task waits", "error", err, "wait", wait.Round(time.Second).String())
-		s.apply(bg, log, t, repository.EventRelease, repository.Change{
-			NotBefore: time.Now().Add(wait), Error: fmt.Sprintf("%v: %v", errPromptUnavailable, err)})
+		s.hold(bg, log, t, fmt.Sprintf("%v: %v", errPromptUnavailable, err))
 		return
 	}
-	runDir := filepath.Join(s.cfg.StateDir, "runs", fmt.Sprintf("%d-%d", t.ID, t.DispatchCount))
+	r, err := s.prepare(ctx, t, agent, in)
+	if err != nil {
+		s.prepareFailed(bg, log, t, err)
+		return
+	}
+	defer r.cleanup()
+	p, err := s.prompts.Build(in)
+	if err != nil {
+		s.failNow(bg, log, t, "prompt: "+err.Error())
+		return
+	}
 	logPath := filepath.Join(s.cfg.StateDir, "logs", safeName(t.Repo), fmt.Sprintf("%d-%d.log", t.ID, t.DispatchCount))
 	attempt, started, err := s.store.StartRun(bg, t, s.cfg.Owner, logPath)
 	if err != nil || !started {
 		log.Info("task moved before its agent started: not spawning", "error", err)
 		return
 	}
-	promptFile := filepath.Join(runDir, "prompt.md")
-	if err := writePrompt(promptFile, prompt); err != nil {
+	cmd, err := s.command(agent, t, r, p.Text, env)
+	if err != nil {
 		s.finish(ctx, log, t, attempt, Result{ExitCode: -1, Outcome: OutcomeSpawnError, Err: err.Error()})
 		return
 	}
-	defer os.RemoveAll(runDir)
-	args, stdin := argv(agent.Argv, promptFile, prompt)
-	cmd := Command{Argv: args, Dir: agent.Workdir, LogPath: logPath, Timeout: agent.Timeout,
-		Usage: agent.Usage, MaxCostUSD: agent.MaxCostUSD, MaxTokens: agent.MaxTokens, TailBytes: s.cfg.TailBytes,
-		Env: environment(agent, Vars{TaskID: t.ID, Repo: t.Repo, Issue: t.IssueNumber, PR: t.PRNumber,
-			Action: string(t.ActionType), Attempt: t.DispatchCount, PromptFile: promptFile, GiteaURL: s.cfg.GiteaURL},
-			s.cfg.Getenv)}
-	if stdin {
-		cmd.Stdin = []byte(prompt)
-	}
-	if err := os.MkdirAll(agent.Workdir, 0o755); err != nil {
-		s.finish(ctx, log, t, attempt, Result{ExitCode: -1, Outcome: OutcomeSpawnError,
-			Err: "create working directory: " + err.Error()})
-		return
-	}
-	log.Info("agent started")
+	cmd.LogPath = logPath
+	log.Info("agent started", "dir", r.dir, "branch", r.branch, "sandbox", agent.Sandboxed)
 	s.cfg.Metrics.started(t)
 	result := s.runner.Run(ctx, cmd)
 	s.finish(ctx, log, t, attempt, result)
+}
+
+// hold puts the task back without counting a run: it waits for something
+// outside it (Gitea, a branch another run uses).
+func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t repository.Task, why string) {
+	wait := repository.Backoff(t.Holds+1, s.cfg.HoldBase, s.cfg.HoldMax)
+	log.Warn("task cannot start yet, it waits", "reason", why, "wait", wait.Round(time.Second).String())
+	s.apply(ctx, log, t, repository.EventRelease, repository.Change{NotBefore: time.Now().Add(wait), Error: why})
+}
+
+// failNow fails a task that no retry can help, with its one comment.
+func (s *Spawner) failNow(ctx context.Context, log *slog.Logger, t repository.Task, why string) {
+	log.Error("task failed", "reason", why)
+	if s.apply(ctx, log, t, repository.EventFail, repository.Change{Error: why}) {
+		s.cfg.Notifier.TaskFailed(ctx, t.ID, why)
+	}
+}
+
+// retryLater counts a failure to start as a failed attempt: retried with
+// backoff, failed once retries run out.
+func (s *Spawner) retryLater(ctx context.Context, log *slog.Logger, t repository.Task, why string) {
+	if t.RetryCount >= t.MaxRetries {
+		s.failNow(ctx, log, t, why)
+		return
+	}
+	delay := repository.Backoff(t.RetryCount+1, s.cfg.RetryBase, s.cfg.RetryMax)
+	log.Warn("task could not start, will retry", "reason", why, "retry_in", delay.Round(time.Second).String())
+	s.apply(ctx, log, t, repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: why})
+}
+
+// prepareFailed decides what a failure to prepare the worktree means for
+// the task.
+func (s *Spawner) prepareFailed(ctx context.Context, log *slog.Logger, t repository.Task, err error) {
+	why := "workspace: " + err.Error()
+	switch {
+	case errors.Is(err, context.Canceled):
+		s.hold(ctx, log, t, "not started: mozi is shutting down")
+	case errors.Is(err, workspace.ErrUnreachable), errors.Is(err, workspace.ErrBranchBusy):
+		s.hold(ctx, log, t, why)
+	case errors.Is(err, workspace.ErrBranchGone):
+		s.failNow(ctx, log, t, why)
+	default: // no access, no repository, disk full: an operator may fix it meanwhile
+		s.retryLater(ctx, log, t, why)
+	}
+}
+
+// runnable checks what only an operator can fix: the agent's command
+// exists, and so does the sandbox it needs.
+func (s *Spawner) runnable(a Agent, env []string) error {
+	if len(a.Argv) == 0 {
+		return fmt.Errorf("agent %s has no command", a.Login)
+	}
+	if _, err := lookPath(a.Argv[0], envValue(env, "PATH")); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Login, err)
+	}
+	if a.TokenFile != "" {
+		if _, err := os.ReadFile(a.TokenFile); err != nil {
+			return fmt.Errorf("agent %s: token file: %w", a.Login, err)
+		}
+	}
+	if a.Sandboxed && s.cfg.Sandbox == nil {
+		why := s.cfg.SandboxErr
+		if why == nil {
+			why = sandbox.ErrUnavailable
+		}
+		return fmt.Errorf("agent %s runs sandboxed: %w", a.Login, why)
+	}
+	if a.Worktree && s.cfg.Workspaces == nil {
+		return fmt.Errorf("agent %s works in a worktree, but mozi has no repository to clone from (set gitea.url or workspace.remote)", a.Login)
+	}
+	return nil
+}
+
+// prepared is what one run needs on disk.
+type prepared struct {
+	dir    string // where the agent works
+	branch string // the branch checked out ("" when detached or unknown)
+	mirror string // the worktree's mirror ("" without a worktree)
+	runDir string // prompt file, and the run's /tmp
+	done   func()
+}
+
+func (r *prepared) cleanup() {
+	if r.done != nil {
+		r.done()
+	}
+	if r.runDir != "" {
+		_ = removeAll(r.runDir)
+	}
+}
+
+// prepare makes the run's directories: the worktree (and tells the prompt
+// about it), the agent's home, the run's private directory.
+func (s *Spawner) prepare(ctx context.Context, t repository.Task, a Agent, in *prompts.Input) (*prepared, error) {
+	r := &prepared{dir: a.Workdir, runDir: filepath.Join(s.cfg.StateDir, "runs", fmt.Sprintf("%d-%d", t.ID, t.DispatchCount))}
+	if a.Worktree {
+		req := Checkout(t, in)
+		ws, err := s.cfg.Workspaces.Prepare(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		r.done = func() { s.cfg.Workspaces.Done(t.ID) }
+		r.dir, r.branch, r.mirror = ws.Dir, ws.Branch, ws.Mirror
+		in.Checkout = PromptCheckout(req, ws)
+	}
+	dirs := []string{r.runDir, filepath.Join(r.runDir, "tmp")}
+	if a.Home != "" {
+		dirs = append(dirs, a.Home)
+	}
+	if !a.Worktree {
+		dirs = append(dirs, a.Workdir)
+	}
+	for _, d := range dirs {
+		if err := s.mkdirForAgent(d); err != nil {
+			r.cleanup()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// mkdirForAgent creates a directory the agent's user owns (mozi's parts
+// of the path stay mozi's and traversable).
+func (s *Spawner) mkdirForAgent(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if s.cfg.RunAs != nil {
+		if err := os.Chown(dir, int(s.cfg.RunAs.Uid), int(s.cfg.RunAs.Gid)); err != nil {
+			return fmt.Errorf("give %s to the agents' user: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// PromptCheckout is what the prompt says of a prepared worktree.
+func PromptCheckout(req workspace.Request, ws workspace.Workspace) *prompts.Checkout {
+	ref := req.Ref
+	if req.Mode == workspace.Detached && ref != "" {
+		ref = "origin/" + ref
+	}
+	return &prompts.Checkout{Dir: ws.Dir, Branch: ws.Branch, Ref: ref, Base: ws.DefaultBranch, Note: ws.Note}
+}
+
+// Checkout is the worktree a task needs: its own new branch for an
+// assigned issue (or a broken deployment to fix), the pull request's head
+// for work on the pull request, and a detached checkout for the rest
+// (reviews of others' work, notifications, discussions, round reviews).
+func Checkout(t repository.Task, in *prompts.Input) workspace.Request {
+	req := workspace.Request{TaskID: t.ID, Repo: t.Repo, Mode: workspace.Detached}
+	head := t.Meta.HeadBranch
+	switch t.ActionType {
+	case repository.ActionIssueAssigned, repository.ActionDeployFailure, repository.ActionInfrastructureFailure:
+		req.Mode, req.Branch = workspace.NewBranch, in.Branch()
+	case repository.ActionReviewResult, repository.ActionReviewComment, repository.ActionCIFailure,
+		repository.ActionReviewUpdated:
+		if head != "" {
+			req.Mode, req.Branch = workspace.ExistingBranch, head
+		}
+	case repository.ActionReviewRequest:
+		req.Ref = head
+	case repository.ActionMention:
+		// On a pull request, its author may push to it; anyone else reads.
+		if head != "" && strings.EqualFold(t.Meta.IssueAuthor, t.Agent) && t.PRNumber > 0 {
+			req.Mode, req.Branch = workspace.ExistingBranch, head
+		} else {
+			req.Ref = head
+		}
+	}
+	return req
+}
+
+// command builds the process to run: the agent's argv with its prompt,
+// inside its sandbox when it has one.
+func (s *Spawner) command(a Agent, t repository.Task, r *prepared, prompt string, env []string) (Command, error) {
+	promptFile := filepath.Join(r.runDir, "prompt.md")
+	if err := os.WriteFile(promptFile, []byte(prompt), 0o644); err != nil {
+		return Command{}, fmt.Errorf("write prompt: %w", err)
+	}
+	env = append(env, "MOZI_PROMPT_FILE="+promptFile)
+	args, stdin := argv(a.Argv, promptFile, prompt)
+	cmd := Command{Argv: args, Dir: r.dir, Env: env, Timeout: a.Timeout, Usage: a.Usage,
+		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, TailBytes: s.cfg.TailBytes, Credential: s.cfg.RunAs}
+	if stdin {
+		cmd.Stdin = []byte(prompt)
+	}
+	if !a.Sandboxed {
+		return cmd, nil
+	}
+	spec := sandbox.Spec{Chdir: r.dir, Writable: []string{r.dir}, ReadOnly: []string{r.runDir},
+		Tmp: filepath.Join(r.runDir, "tmp"), Hide: append([]string{s.cfg.StateDir}, s.cfg.Hide...)}
+	if a.Home != "" {
+		spec.Writable = append(spec.Writable, a.Home)
+	}
+	if r.mirror != "" {
+		// Commits write the mirror's objects and refs; its configuration
+		// and hooks stay read-only, so nothing the agent writes there runs
+		// later as mozi.
+		spec.Writable = append(spec.Writable, r.mirror)
+		spec.ReadOnly = append(spec.ReadOnly, filepath.Join(r.mirror, "config"), filepath.Join(r.mirror, "hooks"),
+			filepath.Join(r.mirror, "info"))
+	}
+	wrapped, err := s.cfg.Sandbox.Command(spec, a.Limits, cmd.Argv)
+	if err != nil {
+		return Command{}, err
+	}
+	cmd.Argv = wrapped
+	return cmd, nil
+}
+
+// environment is the agent's whole environment for this task.
+func (s *Spawner) environment(a Agent, t repository.Task) []string {
+	env := environment(a, Vars{TaskID: t.ID, Repo: t.Repo, Issue: t.IssueNumber, PR: t.PRNumber,
+		Action: string(t.ActionType), Attempt: t.DispatchCount, GiteaURL: s.cfg.GiteaURL}, s.cfg.Getenv)
+	set := func(k, v string) {
+		if a.Env[k] == "" {
+			env = setEnv(env, k, v)
+		}
+	}
+	if a.Home != "" {
+		set("HOME", a.Home)
+	}
+	if a.Sandboxed {
+		set("TMPDIR", "/tmp")
+	}
+	// Commits carry the agent's name; pushes authenticate as it.
+	set("GIT_AUTHOR_NAME", a.Login)
+	set("GIT_COMMITTER_NAME", a.Login)
+	set("GIT_AUTHOR_EMAIL", a.Login+"@"+emailDomain(s.cfg.GiteaURL))
+	set("GIT_COMMITTER_EMAIL", a.Login+"@"+emailDomain(s.cfg.GiteaURL))
+	set("GITEA_USER", a.Login)
+	set("GIT_TERMINAL_PROMPT", "0")
+	return env
+}
+
+// emailDomain is the domain of the agents' commit e-mail addresses:
+// Gitea's no-reply convention on its host.
+func emailDomain(giteaURL string) string {
+	if u, err := url.Parse(giteaURL); err == nil && u.Hostname() != "" {
+		return "noreply." + u.Hostname()
+	}
+	return "noreply.localhost"
+}
+
+// setEnv sets k in an environment list, replacing an earlier value.
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+func envValue(env []string, k string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds a command on a PATH other than mozi's own.
+func lookPath(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		if st, err := os.Stat(name); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("command %s is not an executable file", name)
+		}
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found on PATH (%s): install it or fix the agent's command", name, path)
 }
 
 // finish records the attempt and moves the task by its outcome, in one
@@ -369,14 +679,19 @@ func (s *Spawner) apply(ctx context.Context, log *slog.Logger, t repository.Task
 	return res.Applied
 }
 
-func writePrompt(path, prompt string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("create run directory: %w", err)
+// removeAll removes a run's directory even where the agent left
+// directories without write permission in its /tmp.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
 	}
-	if err := os.WriteFile(path, []byte(prompt), 0o600); err != nil {
-		return fmt.Errorf("write prompt: %w", err)
-	}
-	return nil
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
 }
 
 // safeName makes owner/name usable as a directory name.

@@ -36,6 +36,10 @@ var sectionVars = map[string][]string{
 	"section.role_skill":        {"role_guidance"},
 	"section.toolchain_context": {"hint", "subject", "issue_text"},
 	"section.retry":             {"attempt", "previous_error"},
+	"section.git_operation":     {"base"},
+	"section.git_detached":      {"checkout"},
+	"section.gitea_api_pull":    {"base"},
+	"section.follow_up":         {"missing"},
 	"label.review":              {"reviewer", "review_state"},
 	"label.subject_pull":        {"pr_number"},
 	"label.prior_issue":         {"number", "state"},
@@ -45,10 +49,13 @@ var sectionVars = map[string][]string{
 // SectionNames and LabelNames are every section and label a set defines.
 var (
 	SectionNames = []string{"iron_rules", "role", "role_skill", "toolchain_context", "prior_context",
-		"git_operation", "gitea_api", "constraints", "gitea_convention", "wiki_guide",
-		"delivery_checklist", "notification", "skills", "retry", "discussion", "round_review"}
+		"git_operation", "git_detached", "git_self", "gitea_api", "gitea_api_pull", "gitea_unconfigured",
+		"constraints", "gitea_convention", "wiki_guide", "delivery_checklist", "delivery_report",
+		"notification", "skills", "retry", "follow_up", "discussion", "round_review"}
 	LabelNames = []string{"steps", "review", "comment", "check", "no_body", "subject_issue",
-		"subject_pull", "subject_repo", "prior_issue", "latest_report", "no_report", "sub_issues", "cut"}
+		"subject_pull", "subject_repo", "prior_issue", "latest_report", "no_report", "sub_issues", "cut",
+		"note_uncommitted", "note_diverged", "missing_pull_request", "missing_pull_closed",
+		"missing_report", "missing_push", "missing_review"}
 )
 
 // ActionVars lists the placeholders an action's texts may use.

@@ -5,6 +5,8 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 )
 
@@ -43,4 +45,18 @@ func agentLogins(cfg *config.Config) []string {
 		out[i] = a.Login
 	}
 	return out
+}
+
+// newAssembler builds the one prompt assembler of serve and prompt render.
+func newAssembler(cfg *config.Config, set *templates.Set, reader *repository.IssueReader, store *repository.Store) (*prompts.Assembler, error) {
+	profiles := map[string]prompts.Agent{}
+	for _, a := range cfg.Agents {
+		pa, err := promptAgent(a)
+		if err != nil {
+			return nil, err
+		}
+		profiles[a.Login] = pa
+	}
+	return prompts.NewAssembler(prompts.AssemblerConfig{Set: set, Reader: reader, Attempts: store,
+		Agents: profiles, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}), nil
 }

@@ -117,22 +117,12 @@ func benchDispatch(ctx context.Context, e *env, args []string) error {
 		}
 		defer os.RemoveAll(stateDir)
 		reader := repository.NewIssueReader(bd.store, nil)
-		builder := prompts.NewBuilder(set, nil, 0)
-		promptFor := func(ctx context.Context, t repository.Task) (string, error) {
-			in, err := prompts.Gather(ctx, reader, t, prompts.Agent{Login: "bench", Workdir: stateDir}, "http://gitea.invalid", "")
-			if err != nil {
-				return "", err
-			}
-			p, err := builder.Build(in)
-			if err != nil {
-				return "", err
-			}
-			return p.Text, nil
-		}
+		assembler := prompts.NewAssembler(prompts.AssemblerConfig{Set: set, Reader: reader, Attempts: bd.store,
+			Agents: map[string]prompts.Agent{"bench": {Login: "bench", Workdir: stateDir}}, GiteaURL: "http://gitea.invalid"})
 		sp := spawner.New(spawner.Config{Owner: "bench", StateDir: stateDir, Logger: logger,
 			Agents: map[string]spawner.Agent{"bench": {Login: "bench", Argv: []string{"/bin/true"},
 				Workdir: filepath.Join(stateDir, "work"), Timeout: time.Minute}}},
-			bd.store, &spawner.ProcessRunner{}, promptFor)
+			bd.store, &spawner.ProcessRunner{}, assembler)
 		if err := createBenchTasks(ctx, bd.store, *nProc, 2**n, "bench"); err != nil {
 			return err
 		}

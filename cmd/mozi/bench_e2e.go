@@ -71,6 +71,17 @@ func benchE2E(ctx context.Context, e *env, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	journalPath := filepath.Join(dir, "journal")
+	// As root, mozi runs the agent as an unprivileged user: it must reach
+	// the directory and append to the journal.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(journalPath, nil, 0o666); err != nil {
+		return err
+	}
+	if err := os.Chmod(journalPath, 0o666); err != nil {
+		return err
+	}
 	cfgPath := filepath.Join(dir, "mozi.yaml")
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
 data_dir: %q
@@ -80,6 +91,8 @@ dispatcher: {max_concurrency: 64, spawns_per_issue_per_day: 1000000, spawns_per_
 agents:
   - login: %s
     command: ["/bin/bash", "-c", "echo \"$MOZI_ISSUE $EPOCHREALTIME\" >> %s"]
+    workspace: none
+    sandbox: none
     workdir: %q
     token_env: BENCH_AGENT_TOKEN
     max_concurrency: 64

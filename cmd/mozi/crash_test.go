@@ -26,13 +26,11 @@ import (
 // measure the race runtime rather than mozi.
 func writeConfig(t *testing.T, dir, dbURL, giteaURL, mode string, extra string) (cfg, journal string) {
 	t.Helper()
-	bin, err := os.Executable()
-	require.NoError(t, err)
-	command := fmt.Sprintf("%q", bin)
+	command := fmt.Sprintf("%q", agentCopy(t, dir))
 	if mode == "quick" {
 		command = `"/bin/sh", "-c", "echo start task=$MOZI_TASK_ID pid=$$ >> \"$TEST_AGENT_JOURNAL\""`
 	}
-	journal = filepath.Join(dir, "journal")
+	journal = sharedFile(t, filepath.Join(dir, "journal"))
 	cfg = filepath.Join(dir, "mozi.yaml")
 	body := fmt.Sprintf(`listen: 127.0.0.1:0
 database: {url: "%s"}
@@ -43,7 +41,7 @@ spawner: {retry_base: 100ms, retry_max: 200ms, kill_grace: 200ms, shutdown_grace
 ticker: {sweep_every: 250ms, leader_ttl: 3s}
 %s
 agents:
-  - {login: bulk, command: [%s], workdir: "%s/work", token_env: BULK_TOKEN, max_concurrency: 16,
+  - {login: bulk, command: [%s], workspace: none, sandbox: none, workdir: "%s/work", token_env: BULK_TOKEN, max_concurrency: 16,
      env: {TEST_AGENT_MODE: %s, TEST_AGENT_JOURNAL: "%s"}}
 `, dbURL, giteaURL, giteatest.Token, testSecret, extra, command, dir, mode, journal)
 	require.NoError(t, os.WriteFile(cfg, []byte(body), 0o600))

@@ -50,7 +50,7 @@ func (s *doctorSetup) write(t *testing.T) string {
 gitea: {url: %q, token: %q, repos: [acme/widget]}
 webhook: {secrets: [%s], public_url: %q}
 agents:
-  - {login: coder1, command: [%q], workdir: %q, token_env: CODER1_TOKEN}
+  - {login: coder1, command: [%q], workspace: none, sandbox: none, workdir: %q, token_env: CODER1_TOKEN}
 `, s.dbURL, s.gitea.URL, s.token, testSecret, publicURL, s.command, s.workdir)
 	}
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))

@@ -43,23 +43,22 @@ type world struct {
 
 var agentsYAML = `
 agents:
-  - {login: coder1, command: ["%[1]s"], workdir: "%[2]s/coder1", token_env: CODER1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: coder2, command: ["%[1]s"], workdir: "%[2]s/coder2", token_env: CODER2_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: reviewer1, command: ["%[1]s"], workdir: "%[2]s/reviewer1", token_env: REVIEWER1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: lead, lead: true, command: ["%[1]s"], workdir: "%[2]s/lead", token_env: LEAD_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: flaky1, command: ["%[1]s"], workdir: "%[2]s/flaky1", token_env: FLAKY1_TOKEN, env: {TEST_AGENT_MODE: fail, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: hang1, command: ["%[1]s"], workdir: "%[2]s/hang1", token_env: HANG1_TOKEN, timeout: 1s, env: {TEST_AGENT_MODE: hang, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: ping1, command: ["%[1]s"], workdir: "%[2]s/ping1", token_env: PING1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_MENTION: pong1, TEST_AGENT_JOURNAL: "%[3]s"}}
-  - {login: pong1, command: ["%[1]s"], workdir: "%[2]s/pong1", token_env: PONG1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_MENTION: ping1, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: coder1, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/coder1", token_env: CODER1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: coder2, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/coder2", token_env: CODER2_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: reviewer1, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/reviewer1", token_env: REVIEWER1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: lead, lead: true, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/lead", token_env: LEAD_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: flaky1, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/flaky1", token_env: FLAKY1_TOKEN, env: {TEST_AGENT_MODE: fail, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: hang1, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/hang1", token_env: HANG1_TOKEN, timeout: 1s, env: {TEST_AGENT_MODE: hang, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: ping1, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/ping1", token_env: PING1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_MENTION: pong1, TEST_AGENT_JOURNAL: "%[3]s"}}
+  - {login: pong1, command: ["%[1]s"], workspace: none, sandbox: none, workdir: "%[2]s/pong1", token_env: PONG1_TOKEN, env: {TEST_AGENT_MODE: report, TEST_AGENT_MENTION: ping1, TEST_AGENT_JOURNAL: "%[3]s"}}
 `
 
 func startWorld(t *testing.T) *world {
 	t.Helper()
-	bin, err := os.Executable()
-	require.NoError(t, err)
 	dir := filepath.Dir(stateDir(t))
-	w := &world{t: t, root: t, gitea: giteatest.New(), journal: filepath.Join(dir, "journal"), logs: &syncBuffer{},
-		fixtures: recording.MustLoad()}
+	bin := agentCopy(t, dir)
+	w := &world{t: t, root: t, gitea: giteatest.New(), journal: sharedFile(t, filepath.Join(dir, "journal")),
+		logs: &syncBuffer{}, fixtures: recording.MustLoad()}
 	t.Cleanup(w.gitea.Close)
 	env := map[string]string{"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
 	for _, login := range []string{"coder1", "coder2", "reviewer1", "lead", "flaky1", "hang1", "ping1", "pong1"} {

@@ -15,10 +15,10 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/dispatcher"
-	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/notice"
+	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 )
@@ -32,6 +32,7 @@ type engine struct {
 	gitea      *repository.Gitea // nil without gitea.url
 	reader     *repository.IssueReader
 	spawner    *spawner.Spawner
+	workspaces *workspace.Manager // nil without a repository to clone from
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
 	owner      string
@@ -60,59 +61,44 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	}
 	en.reader = repository.NewIssueReader(store, en.gitea)
 
-	profiles := map[string]prompts.Agent{}
+	rt, err := newAgentRuntime(cfg, stateDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	en.workspaces = rt.workspaces
 	spawnAgents := map[string]spawner.Agent{}
 	var dispAgents []dispatcher.Agent
 	var enabled []string
 	for _, a := range cfg.Agents {
-		pa, err := promptAgent(a)
+		sa, err := spawnerAgent(a, stateDir)
 		if err != nil {
 			return nil, err
 		}
-		argv, usage, err := spawner.AgentFromPreset(a.Preset, a.Command, a.Script)
-		if err != nil {
-			return nil, fmt.Errorf("agent %s: %w", a.Login, err)
-		}
-		profiles[a.Login] = pa
-		spawnAgents[a.Login] = spawner.Agent{Login: a.Login, Argv: argv, Workdir: a.Workdir, Timeout: a.Timeout,
-			TokenEnv: a.TokenEnv, Usage: usage, MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens,
-			Env: a.Env, PassEnv: a.PassEnv}
+		spawnAgents[a.Login] = sa
 		dispAgents = append(dispAgents, dispatcher.Agent{Login: a.Login, MaxConcurrency: a.MaxConcurrency, Enabled: !a.Disabled})
 		if !a.Disabled {
 			enabled = append(enabled, a.Login)
 		}
 	}
-	builder := prompts.NewBuilder(set, nil, 0)
-	lead := leadLogin(cfg)
-	promptFor := func(ctx context.Context, t repository.Task) (string, error) {
-		merged, err := en.reader.MergeTask(ctx, t)
-		if err != nil {
-			return "", err
-		}
-		t = merged.Task
-		in, err := prompts.Gather(ctx, en.reader, t, profiles[t.Agent], cfg.Gitea.URL, lead)
-		if err != nil {
-			return "", err
-		}
-		if t.DispatchCount > 1 || t.RetryCount > 0 {
-			in.Retry = retryContext(ctx, store, t)
-		}
-		p, err := builder.Build(in)
-		if err != nil {
-			return "", err
-		}
-		return p.Text, nil
+	assembler, err := newAssembler(cfg, set, en.reader, store)
+	if err != nil {
+		return nil, err
 	}
 	var notifier *notice.Notifier
 	if en.gitea != nil && *cfg.Spawner.FailureComment {
 		notifier = notice.New(en.gitea, store, logger)
+	}
+	var workspaces spawner.Workspaces
+	if rt.workspaces != nil {
+		workspaces = rt.workspaces
 	}
 	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
 		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
 		TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
 		Logger: logger, Metrics: spawner.NewMetrics(reg), Notifier: notifier,
-	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, promptFor)
+		Workspaces: workspaces, Sandbox: rt.sandbox, SandboxErr: rt.sandboxErr, RunAs: rt.runAs, Hide: rt.hide,
+	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, assembler)
 	en.dispatcher = dispatcher.New(dispatcher.Config{
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,
 		LeaseTTL: cfg.Dispatcher.LeaseTTL, PollInterval: cfg.Dispatcher.PollInterval,
@@ -124,7 +110,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		tg = en.gitea
 	}
 	en.ticker = ticker.New(ticker.Config{
-		Owner: en.owner, Agents: enabled, Lead: lead, Declared: agentLogins(cfg),
+		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg),
 		LeaderTTL: cfg.Ticker.LeaderTTL, RescueEvery: cfg.Ticker.SweepEvery, MentionsEvery: cfg.Ticker.SweepEvery,
 		RoundsEvery: cfg.Ticker.SweepEvery, DiscussEvery: cfg.Ticker.SweepEvery, OrphansEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
@@ -132,20 +118,6 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		WakeInbox: wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
 	}, store, tg)
 	return en, nil
-}
-
-// retryContext tells a retried agent what the last attempt left.
-func retryContext(ctx context.Context, store *repository.Store, t repository.Task) *prompts.Retry {
-	attempts, err := store.Attempts(ctx, t.ID)
-	if err != nil || len(attempts) == 0 {
-		return &prompts.Retry{Attempt: t.DispatchCount, Error: t.LastError}
-	}
-	last := attempts[len(attempts)-1]
-	errText := last.Error
-	if errText == "" {
-		errText = t.LastError
-	}
-	return &prompts.Retry{Attempt: t.DispatchCount, Error: errText, OutputTail: last.OutputTail}
 }
 
 // start runs the dispatcher, the ticker and the notification listener.
@@ -157,6 +129,9 @@ func (en *engine) start() (stop func()) {
 	runCtx, killRuns := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { en.recordLeftovers(claimCtx) })
+	if en.workspaces != nil {
+		wg.Go(func() { en.sweepWorkspaces(claimCtx) })
+	}
 	wg.Go(func() { en.dispatcher.Run(claimCtx, runCtx) })
 	wg.Go(func() { en.ticker.Run(claimCtx) })
 	wg.Go(func() { en.store.Listen(claimCtx, repository.PendingChannel, en.dispatcher.Wake, en.logger) })
@@ -198,12 +173,60 @@ func (en *engine) recordLeftovers(ctx context.Context) {
 	}
 }
 
+// sweepEvery is how often finished tasks' worktrees are looked for.
+const sweepEvery = time.Minute
+
+// sweepWorkspaces removes finished tasks' worktrees after their delay and
+// within the disk budget. Every replica sweeps its own worktrees.
+func (en *engine) sweepWorkspaces(ctx context.Context) {
+	for {
+		res, err := en.workspaces.Sweep(ctx, taskEnds{en.store})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			en.logger.Warn("worktree sweep failed", "error", err)
+		case res.OverBudget:
+			en.logger.Warn("worktrees use more than workspace.disk_budget, all of it by live tasks",
+				"bytes", res.Bytes, "budget", int64(en.cfg.Workspace.DiskBudget))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sweepEvery):
+		}
+	}
+}
+
+// taskEnds tells the worktree sweep which tasks are finished.
+type taskEnds struct{ store *repository.Store }
+
+func (t taskEnds) TaskEnds(ctx context.Context, ids []int64) (map[int64]workspace.TaskEnd, error) {
+	ends, err := t.store.TaskEnds(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]workspace.TaskEnd, len(ends))
+	for id, e := range ends {
+		out[id] = workspace.TaskEnd{Terminal: e.Status.Terminal(), FinishedAt: e.FinishedAt}
+	}
+	return out, nil
+}
+
 // stateSubdir is where runs and logs go: under the embedded cluster's state
 // directory, or the configured data_dir.
 func stateSubdir(e *env, cfg *config.Config, dataDirFlag string, logger *slog.Logger) (string, error) {
 	dir, err := resolveStateDir(e, cfg, dataDirFlag, logger)
 	if err != nil {
 		return "", err
+	}
+	// The agents' user (mozi as root) must traverse it to the runs and
+	// worktrees it is given; logs and the database stay private.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create data directory: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return "", fmt.Errorf("open data directory to the agents' user: %w", err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
 		return "", fmt.Errorf("create log directory: %w", err)

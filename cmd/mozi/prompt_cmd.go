@@ -9,6 +9,8 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook/payload"
 	"github.com/moziplus/mozi/webhook/recording"
@@ -52,7 +54,7 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 		if *repo == "" || *issue <= 0 {
 			return usagef("prompt render needs --repo and --issue (or --payload)")
 		}
-		in, err = liveInput(ctx, e, cfg, *dataDir, *repo, *issue, action, *agentFlag)
+		in, err = liveInput(ctx, e, cfg, set, *dataDir, *repo, *issue, action, *agentFlag)
 	}
 	if err != nil {
 		return err
@@ -71,11 +73,14 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// liveInput renders what mozi would send for the issue's task: the latest
-// task matching the flags, or one made up from the cached issue.
-func liveInput(ctx context.Context, e *env, cfg *config.Config, dataDir, repo string, issue int,
+// liveInput is what mozi would build the prompt of the issue's task from
+// if it claimed it now: the latest task matching the flags (or one made
+// up from the cached issue), gathered by the assembler serve uses, in the
+// worktree serve would prepare.
+func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.Set, dataDir, repo string, issue int,
 	action repository.ActionType, agent string) (*prompts.Input, error) {
-	db, err := openDatabase(ctx, e, cfg, dataDir, newCLILogger(cfg.Log, e.stderr), shareCluster)
+	logger := newCLILogger(cfg.Log, e.stderr)
+	db, err := openDatabase(ctx, e, cfg, dataDir, logger, shareCluster)
 	if err != nil {
 		return nil, err
 	}
@@ -106,11 +111,34 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, dataDir, repo st
 	if !ok {
 		return nil, fmt.Errorf("agent %q is not declared in the configuration", task.Agent)
 	}
-	pa, err := promptAgent(a)
+	assembler, err := newAssembler(cfg, set, reader, db.store)
 	if err != nil {
 		return nil, err
 	}
-	return prompts.Gather(ctx, reader, task, pa, cfg.Gitea.URL, leadLogin(cfg))
+	task.DispatchCount++ // as the claim that would run it now
+	in, err := assembler.Gather(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	if a.Workspace != config.WorkspaceAuto {
+		return in, nil
+	}
+	stateDir, err := resolveStateDir(e, cfg, dataDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	workspaces, err := newWorkspaces(cfg, stateDir, nil, logger)
+	if err != nil || workspaces == nil {
+		return in, err
+	}
+	req := spawner.Checkout(task, in)
+	base := workspaces.DefaultBranch(ctx, task.Repo)
+	if base == "" {
+		base = "main" // no mirror yet: Gitea's usual default
+	}
+	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(task.Repo, task.ID),
+		Branch: req.Branch, DefaultBranch: base})
+	return in, nil
 }
 
 // madeUpTask is the task mozi would make for an issue that has none yet.

@@ -56,6 +56,29 @@ func moziBinary(t *testing.T) string {
 	return binPath
 }
 
+// agentCopy puts this test binary (the test agent) where the agents' user
+// can run it: when the tests run as root, mozi runs agents as an
+// unprivileged user, who cannot reach Go's private build directory.
+func agentCopy(t *testing.T, dir string) string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(self)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "test-agent")
+	require.NoError(t, os.WriteFile(path, data, 0o755))
+	return path
+}
+
+// sharedFile creates an empty file every user may append to (the agents'
+// journal).
+func sharedFile(t *testing.T, path string) string {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, nil, 0o666))
+	require.NoError(t, os.Chmod(path, 0o666))
+	return path
+}
+
 // stateDir makes a data dir that an unprivileged postgres user can reach
 // when the tests run as root.
 func stateDir(t *testing.T) string {
@@ -279,7 +302,7 @@ func TestCLI(t *testing.T) {
 		{name: "prompt offline", args: []string{"prompt", "render", "--config", "../../deploy/mozi.example.yaml",
 			"--payload", "../../testdata/gitea-1.25/webhooks/021-pull_request_rejected-pull_request_review_rejected-reviewed.json",
 			"--agent", "coder2"},
-			wantOut: []string{"# Iron rules", "Please add a regression test.", "CODER2_GITEA_TOKEN", "[Action Report]\n**Review**: changes requested by reviewer1"}},
+			wantOut: []string{"# Iron rules", "Please add a regression test.", "no Gitea address configured", "[Action Report]\n**Review**: changes requested by reviewer1"}},
 		{name: "prompt without issue", args: []string{"prompt", "render"}, wantErr: "needs --repo and --issue", exitCode: 2},
 		{name: "bad config", args: []string{"serve", "--config", "testdata/bad.yaml"},
 			wantErr: `testdata/bad.yaml:3: unknown field "agnets" (did you mean "agents"?)`, exitCode: 1},

@@ -78,10 +78,18 @@ type Workspace struct {
 	// Reused is true for a retry: the worktree is the previous attempt's,
 	// with what it left.
 	Reused bool
-	// Note tells the agent something it must know about the worktree
-	// (a reused branch that diverged from origin's).
+	// Note tells the agent something it must know about a reused
+	// worktree: NoteUncommitted or NoteDiverged ("" for nothing).
 	Note string
 }
+
+// Notes on a reused worktree whose branch origin moved meanwhile.
+const (
+	// NoteUncommitted: the previous attempt left uncommitted changes.
+	NoteUncommitted = "uncommitted"
+	// NoteDiverged: the branch has commits origin does not have.
+	NoteDiverged = "diverged"
+)
 
 // Owner is the user the files of mirrors and worktrees belong to, and
 // that mozi's git commands run as: the agents' user when mozi is root.
@@ -409,6 +417,16 @@ func (m *Manager) repoOf(mirror string) string {
 	return strings.TrimSuffix(filepath.ToSlash(rel), ".git")
 }
 
+// DefaultBranch is the repository's default branch as its mirror knows
+// it, without fetching; "" when mozi has no mirror of it yet.
+func (m *Manager) DefaultBranch(ctx context.Context, repo string) string {
+	if checkRepo(repo) != nil {
+		return ""
+	}
+	b, _ := m.defaultBranch(ctx, m.MirrorPath(repo))
+	return b
+}
+
 func (m *Manager) defaultBranch(ctx context.Context, mirror string) (string, error) {
 	ref, err := m.git.run(ctx, m.inMirror(mirror, "symbolic-ref", "-q", "refs/remotes/origin/HEAD"))
 	if err != nil || ref == "" {
@@ -518,7 +536,7 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 // that loses nothing: a clean worktree whose branch is behind origin's
 // (fast-forward), or whose branch origin rewrote (force-push) while it had
 // nothing origin did not have before. Otherwise the worktree is left as
-// it is and the note tells the agent.
+// it is and the note says why.
 func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef, before string) (string, error) {
 	remote, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", remoteRef))
 	if err != nil || remote == "" {
@@ -537,16 +555,14 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef, before st
 	rewritten := !behind && before != "" && before != remote && head == before
 	switch {
 	case status != "":
-		return "The worktree has uncommitted changes from the previous attempt; origin's branch moved since: " +
-			"commit, then `git pull --rebase` before you push.", nil
+		return NoteUncommitted, nil
 	case behind || rewritten:
 		if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", remoteRef)); err != nil {
 			return "", fmt.Errorf("bring the worktree up to %s: %w", remoteRef, err)
 		}
 		return "", nil
 	}
-	return "Your branch has commits that are not on origin, and origin's branch moved since your last push: " +
-		"`git pull --rebase` before you push (never force-push).", nil
+	return NoteDiverged, nil
 }
 
 // inMirror is a git command on the mirror itself.

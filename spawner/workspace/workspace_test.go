@@ -208,7 +208,7 @@ func TestReusedBranchFollowsOrigin(t *testing.T) {
 	f.push(t, "fix/4-pr", "d.txt", "moved on\n")
 	ws = f.prepare(t, req)
 	assert.Equal(t, local, ws.Head, "local commits are never thrown away")
-	assert.Contains(t, ws.Note, "git pull --rebase")
+	assert.Equal(t, workspace.NoteDiverged, ws.Note)
 }
 
 func TestOneWriterPerBranch(t *testing.T) {

@@ -142,7 +142,11 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, pos Positions) error {
 		if n.Kind != yaml.ScalarNode {
 			return posErr(n, path, "want %s, got %s", scalarName(t), kindName(n))
 		}
-		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		v := reflect.New(t).Interface()
+		if err := n.Decode(v); err != nil {
+			if _, own := v.(yaml.Unmarshaler); own {
+				return posErr(n, path, "%v", err) // the type says what it wants
+			}
 			return posErr(n, path, "invalid value %q: want %s", n.Value, scalarName(t))
 		}
 	}

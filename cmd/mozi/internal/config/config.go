@@ -9,14 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/templates/yamlpos"
@@ -54,12 +58,17 @@ type Config struct {
 	Dispatcher Dispatcher `yaml:"dispatcher"`
 	Spawner    Spawner    `yaml:"spawner"`
 	Ticker     Ticker     `yaml:"ticker"`
+	Workspace  Workspace  `yaml:"workspace"`
+	Sandbox    Sandbox    `yaml:"sandbox"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
 
 	// Source is the file the configuration came from ("" for defaults).
 	Source string `yaml:"-"`
-	pos    yamlpos.Positions
+	// SecretFiles are the files secrets were read from (*_FILE
+	// variables): sandboxed agents must not see them.
+	SecretFiles []string `yaml:"-"`
+	pos         yamlpos.Positions
 }
 
 // Database configures PostgreSQL.
@@ -188,6 +197,45 @@ type Ticker struct {
 	Retention time.Duration `yaml:"retention"`
 }
 
+// Workspace configures the worktrees agents work in.
+type Workspace struct {
+	// Root holds the repositories' mirrors and the tasks' worktrees
+	// (default <data dir>/workspaces).
+	Root string `yaml:"root"`
+	// Remote is the clone URL of a repository, {repo} standing for
+	// owner/name (default {gitea.url}/{repo}.git). It holds no
+	// credentials: mozi fetches with its token, agents push with theirs.
+	Remote string `yaml:"remote"`
+	// KeepFinished is how long a finished task's worktree is kept
+	// (default 1h).
+	KeepFinished time.Duration `yaml:"keep_finished"`
+	// DiskBudget caps the disk all worktrees use (e.g. 20GiB); over it,
+	// finished tasks' worktrees are removed oldest first (default: no cap).
+	DiskBudget ByteSize `yaml:"disk_budget"`
+}
+
+// Sandbox configures how sandboxed agents run.
+type Sandbox struct {
+	// Bwrap is the bubblewrap binary (default bwrap, on PATH).
+	Bwrap string `yaml:"bwrap"`
+	// User is who agents run as when mozi runs as root (default nobody;
+	// better, a dedicated user such as mozi-agent). mozi never runs an
+	// agent as root.
+	User string `yaml:"user"`
+}
+
+// Limits bound one agent run (sandboxed agents); 0 means no limit.
+type Limits struct {
+	// Memory each process may allocate (default 8GiB).
+	Memory ByteSize `yaml:"memory"`
+	// Processes the agents' user may run at once (default 1024).
+	Processes int `yaml:"processes"`
+	// CPUTime each process may use (default 2h).
+	CPUTime time.Duration `yaml:"cpu_time"`
+	// OpenFiles each process may hold (default 8192).
+	OpenFiles int `yaml:"open_files"`
+}
+
 // Log configures mozi's own logging.
 type Log struct {
 	// Level is debug, info, warn or error (default info; env MOZI_LOG_LEVEL).
@@ -208,8 +256,25 @@ type Agent struct {
 	Command []string `yaml:"command"`
 	// Script is the shell script of the shell preset.
 	Script string `yaml:"script"`
-	// Workdir is where the agent runs (required; relative to the file).
+	// Workspace is auto (default: each run gets a git worktree of its
+	// task's repository, on the branch the task needs) or none (the agent
+	// works in Workdir and manages its checkout itself).
+	Workspace string `yaml:"workspace"`
+	// Workdir is where the agent runs with workspace: none (required then;
+	// relative to the file).
 	Workdir string `yaml:"workdir"`
+	// Sandbox is bwrap (default: each run inside bubblewrap, mozi's
+	// files out of sight) or none (the run sees what mozi's user sees;
+	// mozi doctor warns).
+	Sandbox string `yaml:"sandbox"`
+	// Home is the agent's persistent HOME, where its CLI keeps its
+	// settings (default <data dir>/agents/<login>/home).
+	Home string `yaml:"home"`
+	// Limits bound each run (sandboxed agents).
+	Limits Limits `yaml:"limits"`
+	// TokenFile is a file holding the agent's Gitea token (Docker or
+	// systemd secrets); an alternative to TokenEnv.
+	TokenFile string `yaml:"token_file"`
 	// MaxConcurrency caps the agent's simultaneous runs (default 1).
 	MaxConcurrency int `yaml:"max_concurrency"`
 	// TokenEnv names the environment variable holding the agent's own
@@ -265,7 +330,9 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 			return nil, err
 		}
 	}
-	cfg.applyEnv(getenv)
+	if err := cfg.applyEnv(getenv); err != nil {
+		return nil, err
+	}
 	cfg.applyDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -299,11 +366,14 @@ func (c *Config) parse(source string, data []byte) error {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		a.Workdir = resolvePath(base, a.Workdir)
+		a.Home = resolvePath(base, a.Home)
+		a.TokenFile = resolvePath(base, a.TokenFile)
 		for j, f := range a.RoleFiles {
 			a.RoleFiles[j] = resolvePath(base, f)
 		}
 	}
 	c.Templates.Override = resolvePath(base, c.Templates.Override)
+	c.Workspace.Root = resolvePath(base, c.Workspace.Root)
 	c.DataDir = resolvePath(base, c.DataDir)
 	return nil
 }
@@ -320,10 +390,7 @@ func resolvePath(base, p string) string {
 	return filepath.Join(base, p)
 }
 
-func (c *Config) applyEnv(getenv func(string) string) {
-	if v := getenv(EnvDatabaseURL); v != "" {
-		c.Database.URL = Secret(v)
-	}
+func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv(EnvListen); v != "" {
 		c.Listen = v
 	}
@@ -333,18 +400,55 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	if v := getenv(EnvPublicURL); v != "" {
 		c.Webhook.PublicURL = v
 	}
-	if v := getenv(EnvGiteaToken); v != "" {
-		c.Gitea.Token = Secret(v)
-	}
-	if v := getenv(EnvWebhookSecret); v != "" {
-		c.Webhook.Secrets = []Secret{Secret(v)}
-	}
 	if v := getenv(EnvDataDir); v != "" {
 		c.DataDir = v
 	}
 	if v := getenv(EnvLogLevel); v != "" {
 		c.Log.Level = v
 	}
+	// Secrets come from the variable, or from the file its _FILE
+	// variable names (Docker and systemd secrets).
+	for _, sec := range []struct {
+		env string
+		set func(Secret)
+	}{
+		{EnvDatabaseURL, func(v Secret) { c.Database.URL = v }},
+		{EnvGiteaToken, func(v Secret) { c.Gitea.Token = v }},
+		{EnvWebhookSecret, func(v Secret) { c.Webhook.Secrets = []Secret{v} }},
+	} {
+		v, file, err := secretFromEnv(getenv, sec.env)
+		if err != nil {
+			return err
+		}
+		if file != "" {
+			c.SecretFiles = append(c.SecretFiles, file)
+		}
+		if v != "" {
+			sec.set(Secret(v))
+		}
+	}
+	return nil
+}
+
+// secretFromEnv reads a secret from $NAME, else from the file $NAME_FILE
+// names (one trailing newline dropped). The error never holds the secret.
+func secretFromEnv(getenv func(string) string, name string) (value, file string, err error) {
+	if v := getenv(name); v != "" {
+		return v, "", nil
+	}
+	file = getenv(name + "_FILE")
+	if file == "" {
+		return "", "", nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", "", fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	v := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if v == "" {
+		return "", "", fmt.Errorf("%s_FILE: %s is empty", name, file)
+	}
+	return v, file, nil
 }
 
 func (c *Config) applyDefaults() {
@@ -416,8 +520,26 @@ func (c *Config) applyDefaults() {
 		if a.Timeout == 0 {
 			a.Timeout = 30 * time.Minute
 		}
+		a.Workspace = cmp.Or(a.Workspace, WorkspaceAuto)
+		a.Sandbox = cmp.Or(a.Sandbox, SandboxBwrap)
+		l := &a.Limits
+		l.Memory = cmp.Or(l.Memory, 8<<30)
+		l.Processes = cmp.Or(l.Processes, 1024)
+		l.CPUTime = cmp.Or(l.CPUTime, 2*time.Hour)
+		l.OpenFiles = cmp.Or(l.OpenFiles, 8192)
 	}
+	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, time.Hour)
+	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
+	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
 }
+
+// Agent workspace and sandbox modes.
+const (
+	WorkspaceAuto = "auto"
+	WorkspaceNone = "none"
+	SandboxBwrap  = "bwrap"
+	SandboxNone   = "none"
+)
 
 var (
 	loginRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -564,8 +686,23 @@ func (c *Config) validateAgents() error {
 		if a.Script != "" && a.Preset != "shell" {
 			return c.fail(key+".script", "script is only used by the shell preset")
 		}
-		if a.Workdir == "" {
-			return c.fail(key+".workdir", "agent %s needs a working directory", a.Login)
+		switch a.Workspace {
+		case WorkspaceAuto:
+		case WorkspaceNone:
+			if a.Workdir == "" {
+				return c.fail(key+".workdir", "agent %s has workspace: none and needs a working directory", a.Login)
+			}
+		default:
+			return c.fail(key+".workspace", "%q is not auto or none", a.Workspace)
+		}
+		if a.Sandbox != SandboxBwrap && a.Sandbox != SandboxNone {
+			return c.fail(key+".sandbox", "%q is not bwrap or none", a.Sandbox)
+		}
+		if a.Limits.Memory < 0 || a.Limits.Processes < 0 || a.Limits.CPUTime < 0 || a.Limits.OpenFiles < 0 {
+			return c.fail(key+".limits", "limits must not be negative")
+		}
+		if a.TokenEnv != "" && a.TokenFile != "" {
+			return c.fail(key+".token_file", "agent %s has both token_env and token_file: keep one", a.Login)
 		}
 		if a.MaxConcurrency < 1 || a.MaxConcurrency > 256 {
 			return c.fail(key+".max_concurrency", "must be between 1 and 256, got %d", a.MaxConcurrency)
@@ -580,13 +717,13 @@ func (c *Config) validateAgents() error {
 			return c.fail(key, "budgets must not be negative")
 		}
 		for j, name := range a.PassEnv {
-			if !envVarRE.MatchString(name) || strings.HasPrefix(name, "MOZI_") {
-				return c.fail(fmt.Sprintf("%s.pass_env[%d]", key, j), "%q cannot be passed to an agent", name)
+			if why := c.notForAgent(a, name); why != "" {
+				return c.fail(fmt.Sprintf("%s.pass_env[%d]", key, j), "%q cannot be passed to an agent: %s", name, why)
 			}
 		}
-		for name := range a.Env {
-			if !envVarRE.MatchString(name) || strings.HasPrefix(name, "MOZI_") {
-				return c.fail(key+".env."+name, "%q cannot be set for an agent", name)
+		for _, name := range slices.Sorted(maps.Keys(a.Env)) {
+			if why := c.notForAgent(a, name); why != "" {
+				return c.fail(key+".env."+name, "%q cannot be set for an agent: %s", name, why)
 			}
 		}
 		for j, f := range a.RoleFiles {
@@ -610,6 +747,26 @@ func (c *Config) validateAgents() error {
 	return nil
 }
 
+// notForAgent says why an environment variable may not reach agent a
+// ("" when it may): mozi's own settings and secrets, PostgreSQL's, and
+// other agents' tokens.
+func (c *Config) notForAgent(a Agent, name string) string {
+	switch {
+	case !envVarRE.MatchString(name):
+		return "not an environment variable name"
+	case strings.HasPrefix(name, "MOZI_"):
+		return "MOZI_* variables are mozi's own configuration and secrets"
+	case strings.HasPrefix(name, "PG"):
+		return "PG* variables configure PostgreSQL connections"
+	}
+	for _, other := range c.Agents {
+		if other.Login != a.Login && other.TokenEnv == name {
+			return "it holds agent " + other.Login + "'s Gitea token"
+		}
+	}
+	return ""
+}
+
 // Agent returns the declared agent with the given login (case-insensitive,
 // as Gitea logins are).
 func (c *Config) Agent(login string) (Agent, bool) {
@@ -619,4 +776,35 @@ func (c *Config) Agent(login string) (Agent, bool) {
 		}
 	}
 	return Agent{}, false
+}
+
+// ByteSize is a size in bytes, written as a number of bytes or with a unit
+// (512MiB, 8GiB, 2GB).
+type ByteSize int64
+
+// UnmarshalYAML reads 8GiB, 512MiB, 2GB, 100KiB or a plain number of bytes.
+func (b *ByteSize) UnmarshalYAML(node *yaml.Node) error {
+	n, err := ParseByteSize(node.Value)
+	if err != nil {
+		return err
+	}
+	*b = n
+	return nil
+}
+
+var sizeRE = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$`)
+
+// ParseByteSize reads a size such as 8GiB.
+func ParseByteSize(s string) (ByteSize, error) {
+	m := sizeRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size (write e.g. 512MiB, 8GiB or a number of bytes)", s)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size: %w", s, err)
+	}
+	unit := map[string]float64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	return ByteSize(v * unit), nil
 }

@@ -108,9 +108,34 @@ func TestLoadErrorsNameFileLineAndKey(t *testing.T) {
 			want: `mozi.yaml:3: agents[1].lead: both a and b are lead: at most one agent leads`,
 		},
 		{
-			name: "missing workdir",
-			body: "agents:\n  - login: a\n    preset: codex\n",
-			want: `mozi.yaml:2: agents[0].workdir: agent a needs a working directory`,
+			name: "missing workdir without a workspace",
+			body: "agents:\n  - login: a\n    preset: codex\n    workspace: none\n",
+			want: `mozi.yaml:2: agents[0].workdir: agent a has workspace: none and needs a working directory`,
+		},
+		{
+			name: "unknown sandbox",
+			body: "agents:\n  - {login: a, preset: codex, sandbox: docker}\n",
+			want: `mozi.yaml:2: agents[0].sandbox: "docker" is not bwrap or none`,
+		},
+		{
+			name: "pass_env of another agent's token",
+			body: "agents:\n  - {login: a, preset: codex, token_env: A_TOKEN}\n  - {login: b, preset: codex, pass_env: [A_TOKEN]}\n",
+			want: `mozi.yaml:3: agents[1].pass_env[0]: "A_TOKEN" cannot be passed to an agent: it holds agent a's Gitea token`,
+		},
+		{
+			name: "pass_env of a PostgreSQL variable",
+			body: "agents:\n  - {login: a, preset: codex, pass_env: [PGPASSWORD]}\n",
+			want: `mozi.yaml:2: agents[0].pass_env[0]: "PGPASSWORD" cannot be passed to an agent: PG* variables configure PostgreSQL connections`,
+		},
+		{
+			name: "env setting mozi's secret",
+			body: "agents:\n  - login: a\n    preset: codex\n    env: {MOZI_GITEA_TOKEN: x}\n",
+			want: `mozi.yaml:4: agents[0].env.MOZI_GITEA_TOKEN: "MOZI_GITEA_TOKEN" cannot be set for an agent: MOZI_* variables are mozi's own configuration and secrets`,
+		},
+		{
+			name: "a size that is not one",
+			body: "agents:\n  - login: a\n    preset: codex\n    limits: {memory: lots}\n",
+			want: `mozi.yaml:4: agents[0].limits.memory: "lots" is not a size (write e.g. 512MiB, 8GiB or a number of bytes)`,
 		},
 		{
 			name: "bad token env",
@@ -256,4 +281,41 @@ func TestExampleConfigIsValid(t *testing.T) {
 	cfg, err := Load(filepath.Join("..", "..", "..", "..", "deploy", "mozi.example.yaml"), noEnv)
 	require.NoError(t, err)
 	assert.NotEmpty(t, cfg.Agents, "the example declares agents")
+}
+
+// Secrets may come from files (Docker and systemd secrets), named by
+// MOZI_*_FILE; the variable itself wins; a missing or empty file is an
+// error that does not show the secret.
+func TestSecretsFromFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	token := writeFile(t, "token", "gitea-token-123\n")
+	empty := writeFile(t, "empty", "")
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	cfg, err := Load("", env(map[string]string{"MOZI_CONFIG": writeFile(t, "mozi.yaml", "listen: 127.0.0.1:1\n"),
+		"MOZI_GITEA_TOKEN_FILE": token, "MOZI_WEBHOOK_SECRET": "from-env", "MOZI_WEBHOOK_SECRET_FILE": token}))
+	require.NoError(t, err)
+	assert.Equal(t, "gitea-token-123", cfg.Gitea.Token.Value(), "one trailing newline dropped")
+	assert.Equal(t, "from-env", cfg.Webhook.Secrets[0].Value(), "the variable wins over its file")
+	assert.Equal(t, []string{token}, cfg.SecretFiles)
+
+	_, err = Load("", env(map[string]string{"MOZI_GITEA_TOKEN_FILE": filepath.Join(dir, "missing")}))
+	require.ErrorContains(t, err, "MOZI_GITEA_TOKEN_FILE")
+	_, err = Load("", env(map[string]string{"MOZI_DATABASE_URL_FILE": empty}))
+	require.ErrorContains(t, err, "is empty")
+}
+
+func TestByteSizes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]ByteSize{"512": 512, "1KiB": 1024, "8GiB": 8 << 30, "2GB": 2e9, "1.5MiB": 3 << 19} {
+		got, err := ParseByteSize(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "lots", "-1", "5 parsecs"} {
+		_, err := ParseByteSize(bad)
+		assert.Error(t, err, bad)
+	}
 }

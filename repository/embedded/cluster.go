@@ -9,6 +9,9 @@
 //	S/postgres/run       the unix socket directory
 //	S/postgres/postgres.log
 //
+// Start returns a running cluster, or an error after stopping what it
+// started and releasing the lock; it never panics.
+//
 // When mozi runs as root, PostgreSQL (which refuses to run as root) runs as
 // an unprivileged user, "postgres" by default, and S/postgres belongs to it.
 package embedded
@@ -54,7 +57,25 @@ type Options struct {
 	// StartTimeout bounds initdb plus start-up (default 60s).
 	StartTimeout time.Duration
 	Logger       *slog.Logger
+
+	// testHook, when set, is called at each step of Start (the step*
+	// constants) so that tests can interrupt a start exactly there.
+	testHook func(step string)
 }
+
+// Steps of Start, in order, as passed to Options.testHook.
+const (
+	stepLocked          = "locked"           // the state lock is held
+	stepInitdbRunning   = "initdb-running"   // initdb runs
+	stepInitialised     = "initialised"      // initdb has finished
+	stepPostgresStarted = "postgres-started" // the postmaster was started
+	stepReady           = "ready"            // it accepts connections
+	stepDatabaseCreated = "database-created" // Options.Database exists
+)
+
+// errStartTimeout is the cause of Start's context when StartTimeout passes,
+// telling it apart from the caller's own cancellation or deadline.
+var errStartTimeout = errors.New("start timeout")
 
 // Cluster is a running private PostgreSQL.
 type Cluster struct {
@@ -72,8 +93,9 @@ type Cluster struct {
 }
 
 // Start takes the state directory's lock, initialises the cluster on first
-// use, and starts PostgreSQL. The caller must call Stop.
-func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+// use, and starts PostgreSQL. The caller must call Stop. On error, nothing
+// is left running and the lock is free.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("embedded postgres: state dir is empty")
 	}
@@ -91,70 +113,94 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, fmt.Errorf("embedded postgres: resolve state dir: %w", err)
 	}
 	opts.StateDir = stateDir
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
-
 	user, err := resolveRunUser(opts.RunAs)
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{
+	c := &Cluster{
 		opts:    opts,
 		logger:  opts.Logger,
 		user:    user,
 		dataDir: filepath.Join(stateDir, "postgres", "data"),
 		exited:  make(chan struct{}),
 	}
-	existingMajor := readPGVersion(c.dataDir)
-	if c.binDir, err = findBinDir(existingMajor); err != nil {
+	// A named result would be nil by the time deferred clean-ups ran on
+	// an error return; clean up here, from the one place that fails.
+	if err := c.boot(ctx); err != nil {
+		// Stop undoes whatever boot got to: postgres, the temporary socket
+		// directory, the lock.
+		if serr := c.Stop(); serr != nil {
+			c.logger.Error("stop embedded PostgreSQL after a failed start", "error", serr)
+		}
 		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) boot(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.opts.StartTimeout, errStartTimeout)
+	defer cancel()
+	existingMajor := readPGVersion(c.dataDir)
+	var err error
+	if c.binDir, err = findBinDir(existingMajor); err != nil {
+		return err
 	}
 	if existingMajor != "" {
 		if major, verr := binMajor(c.binDir); verr == nil && major != existingMajor {
-			return nil, fmt.Errorf("embedded postgres: the cluster in %s was created by PostgreSQL %s but only PostgreSQL %s binaries were found (%s): install PostgreSQL %s server binaries, or move the directory away to start a new cluster",
+			return fmt.Errorf("embedded postgres: the cluster in %s was created by PostgreSQL %s but only PostgreSQL %s binaries were found (%s): install PostgreSQL %s server binaries, or move the directory away to start a new cluster",
 				c.dataDir, existingMajor, major, c.binDir, existingMajor)
 		}
 	}
 	if err := c.prepareDirs(); err != nil {
-		return nil, err
+		return err
 	}
-	if c.lock, err = lockStateDir(stateDir); err != nil {
-		return nil, err
+	if c.lock, err = lockStateDir(c.opts.StateDir); err != nil {
+		return err
 	}
-	defer func() {
-		if err != nil {
-			c.releaseLock()
-		}
-	}()
-	if user != nil {
+	c.hook(stepLocked)
+	if c.user != nil {
 		c.logger.Info("running as root: PostgreSQL runs as an unprivileged user",
-			"user", user.name, "data_dir", c.dataDir)
+			"user", c.user.name, "data_dir", c.dataDir)
 	}
 	if existingMajor == "" {
 		if err := c.initdb(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := c.stopOrphan(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := c.start(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	defer func() {
-		if err != nil {
-			c.stopPostgres()
-		}
-	}()
+	c.hook(stepPostgresStarted)
 	if err := c.waitReady(ctx); err != nil {
-		return nil, err
+		return err
 	}
+	c.hook(stepReady)
 	if err := c.ensureDatabase(ctx); err != nil {
-		return nil, err
+		return err
 	}
+	c.hook(stepDatabaseCreated)
 	c.logger.Info("embedded PostgreSQL ready", "data_dir", c.dataDir, "socket_dir", c.socketDir,
 		"binaries", c.binDir, "pid", c.cmd.Process.Pid)
-	return c, nil
+	return nil
+}
+
+func (c *Cluster) hook(step string) {
+	if c.opts.testHook != nil {
+		c.opts.testHook(step)
+	}
+}
+
+// interrupted explains why ctx ended during a step of Start: the start
+// timeout, or the caller giving up (Ctrl-C), whose error it wraps.
+func (c *Cluster) interrupted(ctx context.Context, during string) error {
+	if errors.Is(context.Cause(ctx), errStartTimeout) {
+		return fmt.Errorf("embedded postgres: %s not done after %s (StartTimeout): %w: %s",
+			during, c.opts.StartTimeout, context.DeadlineExceeded, c.logTail())
+	}
+	return fmt.Errorf("embedded postgres: %s interrupted: %w", during, ctx.Err())
 }
 
 // URL is the connection string of the cluster's database.
@@ -229,12 +275,12 @@ func (c *Cluster) prepareDirs() error {
 		if err != nil {
 			return fmt.Errorf("embedded postgres: create socket dir: %w", err)
 		}
+		c.socketDir, c.tempSock = dir, true
 		if c.user != nil {
 			if err := os.Chown(dir, c.user.uid, c.user.gid); err != nil {
 				return fmt.Errorf("embedded postgres: give %s to user %s: %w", dir, c.user.name, err)
 			}
 		}
-		c.socketDir, c.tempSock = dir, true
 	}
 	return nil
 }
@@ -250,9 +296,20 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	c.logger.Info("initialising PostgreSQL cluster", "data_dir", c.dataDir, "binaries", c.binDir)
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return c.interrupted(ctx, "initdb")
+		}
+		return fmt.Errorf("embedded postgres: start %s: %w", cmd.Path, err)
+	}
+	c.hook(stepInitdbRunning)
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return c.interrupted(ctx, "initdb")
+		}
 		return fmt.Errorf("embedded postgres: initdb in %s failed: %w: %s", c.dataDir, err, lastLines(out.String(), 5))
 	}
+	c.hook(stepInitialised)
 	return nil
 }
 
@@ -322,7 +379,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		case <-c.exited:
 			return fmt.Errorf("embedded postgres: postgres exited during start-up (%v): %s", c.waitErr, c.logTail())
 		case <-ctx.Done():
-			return fmt.Errorf("embedded postgres: not ready after %s: %s", c.opts.StartTimeout, c.logTail())
+			return c.interrupted(ctx, "start-up")
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
@@ -334,18 +391,29 @@ func (c *Cluster) ensureDatabase(ctx context.Context) error {
 	}
 	conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
 	if err != nil {
+		if ctx.Err() != nil {
+			return c.interrupted(ctx, "creating database "+c.opts.Database)
+		}
 		return fmt.Errorf("embedded postgres: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`,
 		c.opts.Database).Scan(&exists); err != nil {
+		if ctx.Err() != nil {
+			return c.interrupted(ctx, "creating database "+c.opts.Database)
+		}
 		return fmt.Errorf("embedded postgres: look up database %s: %w", c.opts.Database, err)
 	}
 	if exists {
 		return nil
 	}
+	// CREATE DATABASE is transactional: interrupted, it leaves no database
+	// behind, and the next start creates it.
 	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{c.opts.Database}.Sanitize()); err != nil {
+		if ctx.Err() != nil {
+			return c.interrupted(ctx, "creating database "+c.opts.Database)
+		}
 		return fmt.Errorf("embedded postgres: create database %s: %w", c.opts.Database, err)
 	}
 	return nil

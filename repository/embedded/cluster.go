@@ -12,6 +12,9 @@
 // Start returns a running cluster, or an error after stopping what it
 // started and releasing the lock; it never panics.
 //
+// initdb and postgres get a minimal environment (PATH, HOME, TZ, LANG,
+// LC_*): never mozi's secrets, never PG* variables.
+//
 // When mozi runs as root, PostgreSQL (which refuses to run as root) runs as
 // an unprivileged user, "postgres" by default, and S/postgres belongs to it.
 package embedded
@@ -40,6 +43,10 @@ const Superuser = "mozi"
 // maxSocketPath is the longest unix socket path the kernel accepts (sun_path
 // is 108 bytes including the terminating NUL).
 const maxSocketPath = 107
+
+// port names the cluster's socket (.s.PGSQL.5432). It is given to postgres
+// and in every URL, so that a PGPORT in mozi's environment changes neither.
+const port = "5432"
 
 // Options configure a cluster.
 type Options struct {
@@ -210,6 +217,7 @@ func (c *Cluster) URL() string { return c.DatabaseURL(c.opts.Database) }
 func (c *Cluster) DatabaseURL(name string) string {
 	q := url.Values{}
 	q.Set("host", c.socketDir)
+	q.Set("port", port)
 	q.Set("sslmode", "disable")
 	return (&url.URL{
 		Scheme:   "postgres",
@@ -270,7 +278,7 @@ func (c *Cluster) prepareDirs() error {
 		}
 	}
 	c.socketDir = filepath.Join(pgRoot, "run")
-	if len(c.socketDir)+len("/.s.PGSQL.5432") > maxSocketPath {
+	if len(c.socketDir)+len("/.s.PGSQL."+port) > maxSocketPath {
 		dir, err := os.MkdirTemp("", "mozi-pg-")
 		if err != nil {
 			return fmt.Errorf("embedded postgres: create socket dir: %w", err)
@@ -291,8 +299,12 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	if c.opts.NoSync {
 		args = append(args, "--no-sync")
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"), args...)
-	cmd.SysProcAttr = c.procAttr()
+	// SIGKILL when mozi dies: an interrupted initdb's cluster is no use.
+	cmd := c.command(exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"), args...), syscall.SIGKILL)
+	cmd.Cancel = func() error {
+		// The whole group: initdb and the postgres backends it runs.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	c.logger.Info("initialising PostgreSQL cluster", "data_dir", c.dataDir, "binaries", c.binDir)
@@ -341,19 +353,15 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("embedded postgres: open log: %w", err)
 	}
-	args := []string{"-D", c.dataDir, "-k", c.socketDir,
+	args := []string{"-D", c.dataDir, "-k", c.socketDir, "-p", port,
 		"-c", "listen_addresses=", "-c", "unix_socket_permissions=0700"}
 	for k, v := range c.opts.Settings {
 		args = append(args, "-c", k+"="+v)
 	}
 	// Not CommandContext: the cluster must outlive the start-up context.
-	c.cmd = exec.Command(filepath.Join(c.binDir, "postgres"), args...)
+	// SIGINT when mozi dies is PostgreSQL's fast shutdown.
+	c.cmd = c.command(exec.Command(filepath.Join(c.binDir, "postgres"), args...), syscall.SIGINT)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	c.cmd.SysProcAttr = c.procAttr()
-	// Its own process group: a Ctrl-C in mozi's terminal must not reach
-	// PostgreSQL before mozi has drained its work; mozi stops it itself.
-	c.cmd.SysProcAttr.Setpgid = true
-	setParentDeathSignal(c.cmd.SysProcAttr)
 	if err := c.cmd.Start(); err != nil {
 		logFile.Close()
 		return fmt.Errorf("embedded postgres: start %s: %w", c.cmd.Path, err)
@@ -455,14 +463,6 @@ func (c *Cluster) stopPostgres() error {
 		}
 	}
 	return fmt.Errorf("embedded postgres: pid %d did not exit", pid)
-}
-
-func (c *Cluster) procAttr() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{}
-	if c.user != nil {
-		attr.Credential = c.user.credential()
-	}
-	return attr
 }
 
 func (c *Cluster) logTail() string {

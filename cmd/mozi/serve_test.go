@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -259,6 +260,77 @@ func TestServeEmbeddedLifecycle(t *testing.T) {
 	require.NoError(t, third.waitExit(t, 45*time.Second))
 	waitNoPostgres(t, dir)
 	assert.NotContains(t, third.stderr.String(), "level=ERROR")
+}
+
+func TestServeInterruptedDuringFirstStartRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real mozi processes")
+	}
+	tests := []struct {
+		name string
+		// reached says when to send SIGINT, as a Ctrl-C would.
+		reached func(dir string) bool
+	}{
+		{"after taking the lock", func(dir string) bool {
+			_, err := os.Stat(filepath.Join(dir, "mozi.lock"))
+			return err == nil
+		}},
+		{"during initdb", func(dir string) bool {
+			found, _ := filepath.Glob(filepath.Join(dir, "postgres", "data.initdb-*", "*"))
+			return len(found) > 0
+		}},
+		{"during postgres start-up", func(dir string) bool {
+			_, err := os.Stat(filepath.Join(dir, "postgres", "data", "postmaster.pid"))
+			return err == nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := stateDir(t)
+			cmd := exec.Command(moziBinary(t), "serve", "--data-dir", dir)
+			cmd.Env = append(os.Environ(), "MOZI_LISTEN=127.0.0.1:0", "MOZI_CONFIG=", "MOZI_DATABASE_URL=",
+				"MOZI_WEBHOOK_SECRET="+testSecret)
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+
+			deadline := time.After(60 * time.Second)
+			for !tt.reached(dir) {
+				select {
+				case err := <-done:
+					t.Fatalf("mozi serve exited before the interrupt (%v): %s", err, stderr)
+				case <-deadline:
+					t.Fatalf("mozi serve never got there: %s", stderr)
+				case <-time.After(2 * time.Millisecond): // polling the state dir
+				}
+			}
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("mozi serve did not exit after SIGINT: %s", stderr)
+			}
+			assert.NotContains(t, stderr.String(), "panic:")
+			assert.NotContains(t, stderr.String(), "goroutine ")
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				assert.Equal(t, 1, exit.ExitCode(), "an error, not a crash (a panic exits 2): %s", stderr)
+			}
+			waitNoPostgres(t, dir)
+
+			again := startServe(t, dir)
+			code, body := again.get(t, "/readyz")
+			require.Equal(t, http.StatusOK, code, body)
+			require.NoError(t, again.cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, again.waitExit(t, 45*time.Second), again.stderr.String())
+			waitNoPostgres(t, dir)
+		})
+	}
 }
 
 func TestServeWithDatabaseURL(t *testing.T) {

@@ -77,7 +77,9 @@ func debianBinDirs() []string {
 
 // binMajor asks the postgres binary in dir for its major version ("15").
 func binMajor(dir string) (string, error) {
-	out, err := exec.Command(filepath.Join(dir, "postgres"), "--version").Output()
+	cmd := exec.Command(filepath.Join(dir, "postgres"), "--version")
+	cmd.Env = childEnv(os.Environ(), "")
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("%s/postgres --version: %w", dir, err)
 	}

@@ -2,8 +2,9 @@ package embedded
 
 import "syscall"
 
-// setParentDeathSignal makes the kernel ask PostgreSQL for a fast shutdown if
-// mozi dies without stopping it (SIGKILL, OOM), so no postmaster is orphaned.
-func setParentDeathSignal(attr *syscall.SysProcAttr) {
-	attr.Pdeathsig = syscall.SIGINT
+// setParentDeathSignal makes the kernel send sig to a child if mozi dies
+// without stopping it (SIGKILL, OOM), so that no postmaster or initdb is
+// left behind.
+func setParentDeathSignal(attr *syscall.SysProcAttr, sig syscall.Signal) {
+	attr.Pdeathsig = sig
 }

@@ -12,6 +12,7 @@ import (
 // runUser is the unprivileged account PostgreSQL runs as when mozi is root.
 type runUser struct {
 	name   string
+	home   string
 	uid    int
 	gid    int
 	groups []uint32
@@ -35,7 +36,7 @@ func resolveRunUser(name string) (*runUser, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("embedded postgres: user %q is root; PostgreSQL needs an unprivileged user", name)
 	}
-	ru := &runUser{name: name, uid: uid, gid: gid}
+	ru := &runUser{name: name, home: u.HomeDir, uid: uid, gid: gid}
 	gids, _ := u.GroupIds()
 	for _, g := range gids {
 		if n, err := strconv.Atoi(g); err == nil {

@@ -88,7 +88,8 @@ func TestPresetsDriveRealCLIs(t *testing.T) {
 						chownAll(t, home, r.uid)
 					}
 					a := Agent{Login: "coder1", Argv: res.Argv, Usage: res.Usage, PresetEnv: res.Env, Env: vars}
-					parent := map[string]string{"PATH": cli.PATH, "HOME": home, "LANG": "C.UTF-8"}
+					// TMPDIR in the home: what a CLI leaves there goes with the test.
+					parent := map[string]string{"PATH": cli.PATH, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": filepath.Join(home, "tmp")}
 					env := environment(a, Vars{TaskID: 1, Repo: "acme/widget", Issue: 1, Action: "issue_assigned", Attempt: 1},
 						func(k string) string { return parent[k] })
 					args, stdin := argv(a.Argv, filepath.Join(home, "prompt.md"), "Write hello.txt.")
@@ -156,6 +157,7 @@ func workspace(t *testing.T, uid int) (work, home string) {
 	work, home = filepath.Join(base, "work"), filepath.Join(base, "home")
 	require.NoError(t, os.Mkdir(work, 0o755))
 	require.NoError(t, os.Mkdir(home, 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(home, "tmp"), 0o700))
 	git := exec.Command("git", "init", "-q", "-b", "main", work)
 	git.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
 	out, err := git.CombinedOutput()

@@ -66,7 +66,7 @@ func findCLI(preset string) (CLI, error) {
 	}
 	for _, dir := range append(dirs, "/usr/local/bin", "/usr/bin") {
 		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !isExec(p) {
 			continue
 		}
 		c := CLI{Preset: preset, Path: p, PATH: dir + string(os.PathListSeparator) + path}
@@ -76,6 +76,9 @@ func findCLI(preset string) (CLI, error) {
 			}
 		}
 		return c, nil
+	}
+	if preset == "openclaw" {
+		return CLI{}, fmt.Errorf("%s not found in %s nor on PATH", name, dirs[0])
 	}
 	return CLI{}, fmt.Errorf("%s not found on PATH", name)
 }

@@ -2,7 +2,9 @@ package spawner
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +34,9 @@ type Agent struct {
 	// mozi's environment passed through (an API key the CLI needs).
 	Env     map[string]string
 	PassEnv []string
+	// PresetEnv are the preset's own variables (Resolved.Env), set before
+	// PassEnv and Env, which win over them.
+	PresetEnv map[string]string
 
 	// Worktree gives each run a git worktree of its task's repository on
 	// the branch the task needs (workspace: auto); without it the agent
@@ -46,20 +51,43 @@ type Agent struct {
 	Limits sandbox.Limits
 }
 
-// AgentFromPreset resolves an agent's argv: its own command, a preset's,
-// or the shell preset's script.
-func AgentFromPreset(preset string, command []string, script string) ([]string, string, error) {
+// Resolved is an agent's command as mozi runs it.
+type Resolved struct {
+	// Argv with {prompt_file} / {prompt} placeholders.
+	Argv []string
+	// Usage is the output format to read usage from ("" for an agent's own
+	// command).
+	Usage string
+	// Env are the preset's variables (Agent.PresetEnv).
+	Env map[string]string
+}
+
+// ResolveAgent resolves an agent's command: its own argv, the shell
+// preset's script, or a preset's argv with args inserted before the
+// preset's positional arguments (so an operator adds a flag without
+// losing the preset's usage format).
+func ResolveAgent(preset string, command []string, script string, args []string) (Resolved, error) {
 	if len(command) > 0 {
-		return append([]string(nil), command...), "", nil
+		return Resolved{Argv: slices.Clone(command)}, nil
 	}
 	p, ok := LookupPreset(preset)
 	if !ok {
-		return nil, "", fmt.Errorf("unknown preset %q", preset)
+		return Resolved{}, fmt.Errorf("unknown preset %q", preset)
 	}
 	if preset == "shell" {
-		return append(p.Command, script), p.Output, nil
+		return Resolved{Argv: append(p.Command, script), Env: p.Env}, nil
 	}
-	return p.Command, p.Output, nil
+	at := len(p.Command) - p.Positional
+	argv := slices.Concat(p.Command[:at], args, p.Command[at:])
+	return Resolved{Argv: argv, Usage: p.Output, Env: p.Env}, nil
+}
+
+// AgentFromPreset resolves an agent's argv and usage format: its own
+// command, a preset's, or the shell preset's script. It is ResolveAgent
+// without extra args and without the preset's environment.
+func AgentFromPreset(preset string, command []string, script string) ([]string, string, error) {
+	r, err := ResolveAgent(preset, command, script, nil)
+	return r.Argv, r.Usage, err
 }
 
 // baseEnv is what an agent inherits from mozi's environment: enough to
@@ -112,6 +140,11 @@ func environment(a Agent, v Vars, getenv func(string) string) []string {
 	for _, k := range os.Environ() {
 		if name, val, ok := strings.Cut(k, "="); ok && strings.HasPrefix(name, "LC_") && getenv(name) == val {
 			set(name, val)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.PresetEnv)) {
+		if !neverPassed(k) {
+			set(k, a.PresetEnv[k])
 		}
 	}
 	for _, k := range a.PassEnv {

@@ -155,36 +155,3 @@ func TestEnvironmentIsMinimal(t *testing.T) {
 	assert.NotContains(t, got, "MOZI_DATABASE_URL")
 	assert.NotContains(t, got, "MOZI_WEBHOOK_SECRET")
 }
-
-func TestUsageFormats(t *testing.T) {
-	t.Parallel()
-	u := newUsageMeter("claude-stream-json", 0, 0)
-	_, _ = u.Write([]byte(`{"type":"assistant","message":{"usage":{"input_tokens":10,"output_tokens":3}}}` + "\n"))
-	_, _ = u.Write([]byte(`{"type":"result","total_cost_usd":0.25,"usage":{"input_tokens":100,"cache_read_input_tokens":20,"output_tokens":30}}` + "\n"))
-	in, out, cost := u.totals()
-	assert.Equal(t, int64(120), in)
-	assert.Equal(t, int64(30), out)
-	assert.InDelta(t, 0.25, cost, 1e-9)
-
-	p := newUsageMeter("", 0, 0)
-	_, _ = p.Write([]byte("MOZI_USAGE {\"tokens_in\":5,"))
-	_, _ = p.Write([]byte("\"tokens_out\":6,\"cost_usd\":0.01}\nnoise\n"))
-	in, out, cost = p.totals()
-	assert.Equal(t, []any{int64(5), int64(6), 0.01}, []any{in, out, cost}, "a line split across writes")
-}
-
-func TestPresetsResolve(t *testing.T) {
-	t.Parallel()
-	for _, name := range PresetNames() {
-		argv, _, err := AgentFromPreset(name, nil, "echo hi")
-		require.NoError(t, err, name)
-		assert.NotEmpty(t, argv, name)
-	}
-	argv, _, err := AgentFromPreset("shell", nil, "my-agent --prompt-file \"$MOZI_PROMPT_FILE\"")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"/bin/sh", "-c", "my-agent --prompt-file \"$MOZI_PROMPT_FILE\""}, argv)
-	_, usage, _ := AgentFromPreset("claude-code", nil, "")
-	assert.Equal(t, "claude-stream-json", usage)
-	_, _, err = AgentFromPreset("cluade", nil, "")
-	require.Error(t, err)
-}

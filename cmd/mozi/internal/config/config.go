@@ -256,6 +256,12 @@ type Agent struct {
 	Command []string `yaml:"command"`
 	// Script is the shell script of the shell preset.
 	Script string `yaml:"script"`
+	// Args are extra arguments for a preset's CLI (not the shell preset),
+	// inserted into the preset's argv before its positional arguments (the
+	// trailing "-" of codex), e.g. [--model, claude-sonnet-4-5]: the preset
+	// keeps its flags for unattended runs and its usage parsing, which a
+	// copy of its argv in command: would lose.
+	Args []string `yaml:"args"`
 	// Workspace is auto (default: each run gets a git worktree of its
 	// task's repository, on the branch the task needs) or none (the agent
 	// works in Workdir and manages its checkout itself).
@@ -685,6 +691,19 @@ func (c *Config) validateAgents() error {
 		}
 		if a.Script != "" && a.Preset != "shell" {
 			return c.fail(key+".script", "script is only used by the shell preset")
+		}
+		if len(a.Args) > 0 {
+			switch a.Preset {
+			case "":
+				return c.fail(key+".args", "args extend a preset's command: put them in command itself")
+			case "shell":
+				return c.fail(key+".args", "the shell preset takes no args: put them in its script")
+			}
+			for j, arg := range a.Args {
+				if arg == "" {
+					return c.fail(fmt.Sprintf("%s.args[%d]", key, j), "is empty")
+				}
+			}
 		}
 		switch a.Workspace {
 		case WorkspaceAuto:

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/spawner"
 )
 
 func noEnv(string) string { return "" }
@@ -167,6 +169,21 @@ func TestLoadErrorsNameFileLineAndKey(t *testing.T) {
 			body: "agents:\n  - {login: a, preset: shell, workdir: /w}\n",
 			want: `mozi.yaml:2: agents[0].script: the shell preset needs a script`,
 		},
+		{
+			name: "args without a preset",
+			body: "agents:\n  - login: a\n    workdir: /w\n    command: [my-agent]\n    args: [--fast]\n",
+			want: `mozi.yaml:5: agents[0].args: args extend a preset's command: put them in command itself`,
+		},
+		{
+			name: "args with the shell preset",
+			body: "agents:\n  - login: a\n    workdir: /w\n    preset: shell\n    script: run-it\n    args: [--fast]\n",
+			want: `mozi.yaml:6: agents[0].args: the shell preset takes no args: put them in its script`,
+		},
+		{
+			name: "empty arg",
+			body: "agents:\n  - login: a\n    workdir: /w\n    preset: codex\n    args:\n      - -m\n      - ''\n",
+			want: `mozi.yaml:7: agents[0].args[1]: is empty`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,6 +193,19 @@ func TestLoadErrorsNameFileLineAndKey(t *testing.T) {
 			assert.Equal(t, tt.want, err.Error())
 		})
 	}
+}
+
+// args extend a preset's argv and keep its usage format.
+func TestAgentArgs(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("mozi.yaml", []byte("agents:\n  - login: a\n    workdir: /w\n    preset: codex\n    args: [-m, gpt-5.5]\n"))
+	require.NoError(t, err)
+	a := cfg.Agents[0]
+	require.Equal(t, []string{"-m", "gpt-5.5"}, a.Args)
+	r, err := spawner.ResolveAgent(a.Preset, a.Command, a.Script, a.Args)
+	require.NoError(t, err)
+	require.Equal(t, []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "-m", "gpt-5.5", "-"}, r.Argv)
+	require.Equal(t, spawner.UsageCodexJSON, r.Usage)
 }
 
 func TestLoadValidFile(t *testing.T) {

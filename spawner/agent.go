@@ -82,14 +82,6 @@ func ResolveAgent(preset string, command []string, script string, args []string)
 	return Resolved{Argv: argv, Usage: p.Output, Env: p.Env}, nil
 }
 
-// AgentFromPreset resolves an agent's argv and usage format: its own
-// command, a preset's, or the shell preset's script. It is ResolveAgent
-// without extra args and without the preset's environment.
-func AgentFromPreset(preset string, command []string, script string) ([]string, string, error) {
-	r, err := ResolveAgent(preset, command, script, nil)
-	return r.Argv, r.Usage, err
-}
-
 // baseEnv is what an agent inherits from mozi's environment: enough to
 // run, nothing of mozi's own configuration.
 var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",

@@ -53,13 +53,6 @@ func TestPresetsResolve(t *testing.T) {
 			require.Equal(t, tt.argv, r.Argv)
 			require.Equal(t, tt.usage, r.Usage)
 			require.Equal(t, tt.env, r.Env)
-
-			argv, usage, err := AgentFromPreset(tt.preset, tt.command, tt.script)
-			require.NoError(t, err)
-			require.Equal(t, tt.usage, usage)
-			if len(tt.args) == 0 {
-				require.Equal(t, tt.argv, argv)
-			}
 		})
 	}
 	_, err := ResolveAgent("cluade", nil, "", nil)

@@ -9,12 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -74,7 +78,7 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 	d.checkTemplates(cfg)
 	d.checkDatabase(ctx, e, cfg, *dataDir, *timeout)
 	d.checkGitea(ctx, cfg, *timeout)
-	d.checkAgents(cfg, e.getenv)
+	d.checkAgents(ctx, e, cfg, *dataDir)
 	fmt.Fprintf(e.stdout, "\n%d failed, %d warnings\n", d.failures, d.warnings)
 	if d.failures > 0 {
 		return fmt.Errorf("mozi doctor: %d checks failed", d.failures)
@@ -242,41 +246,179 @@ func hookVerdict(hooks []repository.Hook, publicURL string) (verdict, string) {
 	return verdictOK, fmt.Sprintf("webhook %d → %s, json, all events (Gitea never shows the secret: mozi webhook install sets it)", h.ID, h.URL)
 }
 
-func (d *doctor) checkAgents(cfg *config.Config, getenv func(string) string) {
+func (d *doctor) checkAgents(ctx context.Context, e *env, cfg *config.Config, dataDir string) {
 	if len(cfg.Agents) == 0 {
 		d.report(verdictWarn, "agents", "none declared", "declare agents in the configuration: nothing will be spawned")
 		return
 	}
+	runAs, err := agentsUser(cfg)
+	if err != nil {
+		d.report(verdictFail, "agents' user", err.Error(), "")
+		return
+	}
+	if runAs != nil {
+		verdict, hint := verdictOK, ""
+		if cfg.Sandbox.User == "nobody" {
+			verdict, hint = verdictWarn, "nobody is shared with other daemons: create a dedicated user (useradd --system mozi-agent) and set sandbox.user"
+		}
+		d.report(verdict, "agents' user", fmt.Sprintf("mozi runs as root: agents run as %s (uid %d)", cfg.Sandbox.User, runAs.Uid), hint)
+	}
+	sb := d.checkSandbox(cfg, dataDir, e, runAs)
 	for _, a := range cfg.Agents {
-		subject := "agent " + a.Login
-		bad := verdictFail
-		if a.Disabled {
-			bad = verdictWarn // nothing is spawned for it until it is enabled
-		}
-		argv, _, err := spawner.AgentFromPreset(a.Preset, a.Command, a.Script)
-		if err != nil {
-			d.report(bad, subject, err.Error(), "")
-			continue
-		}
-		path, err := exec.LookPath(argv[0])
-		if err != nil {
-			d.report(bad, subject, fmt.Sprintf("command %q not found", argv[0]), "install it or put it on mozi's PATH")
-			continue
-		}
+		d.checkAgent(ctx, e, cfg, a, sb, runAs)
+	}
+}
+
+// checkSandbox checks, when an agent needs it, that bubblewrap is there
+// and works here as the agents' user (it needs user namespaces).
+func (d *doctor) checkSandbox(cfg *config.Config, dataDir string, e *env, runAs *syscall.Credential) *sandbox.Sandbox {
+	if !slices.ContainsFunc(cfg.Agents, func(a config.Agent) bool { return a.Sandbox == config.SandboxBwrap }) {
+		return nil
+	}
+	stateDir, err := resolveStateDir(e, cfg, dataDir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		d.report(verdictFail, "sandbox", err.Error(), "")
+		return nil
+	}
+	sb, err := sandbox.New(cfg.Sandbox.Bwrap, filepath.Join(stateDir, "sandbox"))
+	if err != nil {
+		d.report(verdictFail, "sandbox", err.Error(), "")
+		return nil
+	}
+	if err := sb.Check(func(argv []string) ([]byte, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs}
+		return cmd.CombinedOutput()
+	}); err != nil {
+		d.report(verdictFail, "sandbox", err.Error(),
+			"bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile allowing bwrap)")
+		return nil
+	}
+	d.report(verdictOK, "sandbox", sb.Bwrap()+" runs an agent's sandbox here", "")
+	return sb
+}
+
+// versionTimeout bounds an agent CLI's --version.
+const versionTimeout = 20 * time.Second
+
+func (d *doctor) checkAgent(ctx context.Context, e *env, cfg *config.Config, a config.Agent, sb *sandbox.Sandbox, runAs *syscall.Credential) {
+	subject := "agent " + a.Login
+	bad := verdictFail
+	if a.Disabled {
+		bad = verdictWarn // nothing is spawned for it until it is enabled
+	}
+	cmd, err := spawner.ResolveAgent(a.Preset, a.Command, a.Script, a.Args)
+	if err != nil {
+		d.report(bad, subject, err.Error(), "")
+		return
+	}
+	path, err := exec.LookPath(cmd.Argv[0])
+	if err != nil {
+		d.report(bad, subject, fmt.Sprintf("command %q not found", cmd.Argv[0]),
+			"install it where the agents' user can run it, on mozi's PATH; tasks of this agent fail until then")
+		return
+	}
+	switch {
+	case a.Workspace == config.WorkspaceNone:
 		if err := writableDir(a.Workdir); err != nil {
 			d.report(bad, subject, "working directory "+a.Workdir+": "+err.Error(), "create it, writable by the user mozi runs as")
-			continue
+			return
 		}
-		if a.TokenEnv != "" && getenv(a.TokenEnv) == "" {
-			d.report(bad, subject, a.TokenEnv+" is not set", "export the agent's own Gitea token in "+a.TokenEnv)
-			continue
-		}
-		state := ""
-		if a.Disabled {
-			state = ", disabled"
-		}
-		d.report(verdictOK, subject, fmt.Sprintf("%s, workdir %s%s", path, a.Workdir, state), "")
+	case remoteURL(cfg) == nil:
+		d.report(bad, subject, "works in a worktree, but mozi has no repository to clone from",
+			"set gitea.url (or workspace.remote), or workspace: none with a workdir")
+		return
 	}
+	switch {
+	case a.TokenEnv != "" && e.getenv(a.TokenEnv) == "":
+		d.report(bad, subject, a.TokenEnv+" is not set", "export the agent's own Gitea token in "+a.TokenEnv)
+		return
+	case a.TokenFile != "":
+		if _, err := os.ReadFile(a.TokenFile); err != nil {
+			d.report(bad, subject, "token file: "+err.Error(), "")
+			return
+		}
+	}
+	if a.Sandbox == config.SandboxBwrap && sb == nil {
+		d.report(verdictWarn, subject, "runs sandboxed: its tasks fail until the sandbox above works", "")
+		return
+	}
+	version := "version not asked"
+	if a.Preset != "" && a.Preset != "shell" {
+		if version, err = cliVersion(ctx, path, a, sb, runAs); err != nil {
+			d.report(bad, subject, fmt.Sprintf("%s --version: %v", path, err),
+				"the CLI must run as the agents' user"+map[bool]string{true: ", inside the sandbox", false: ""}[sb != nil && a.Sandbox == config.SandboxBwrap])
+			return
+		}
+	}
+	where := "in a worktree per task"
+	if a.Workspace == config.WorkspaceNone {
+		where = "in " + a.Workdir
+	}
+	state := ""
+	if a.Disabled {
+		state = ", disabled"
+	}
+	if a.Sandbox == config.SandboxNone {
+		d.report(verdictWarn, subject, fmt.Sprintf("%s (%s), %s, NOT sandboxed%s", path, version, where, state),
+			"sandbox: none lets the agent read what mozi's user can read and outlive its run: prefer sandbox: bwrap")
+		return
+	}
+	d.report(verdictOK, subject, fmt.Sprintf("%s (%s), %s, sandboxed%s", path, version, where, state), "")
+}
+
+var versionRE = regexp.MustCompile(`\d+\.\d+`)
+
+// versionLine is the line of a --version output that holds the version
+// (CLIs print warnings before it), else its first line.
+func versionLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if versionRE.MatchString(l) && len(l) < 120 {
+			return strings.TrimSpace(l)
+		}
+	}
+	return strings.TrimSpace(lines[0])
+}
+
+// cliVersion runs the agent's CLI with --version the way mozi would run
+// the agent (its user, its sandbox) and returns the first line it prints.
+func cliVersion(ctx context.Context, path string, a config.Agent, sb *sandbox.Sandbox, runAs *syscall.Credential) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	argv := []string{path, "--version"}
+	home, err := os.MkdirTemp("", "mozi-doctor-home-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(home)
+	if runAs != nil {
+		if err := os.Chown(home, int(runAs.Uid), int(runAs.Gid)); err != nil {
+			return "", err
+		}
+	}
+	if sb != nil && a.Sandbox == config.SandboxBwrap {
+		if argv, err = sb.Command(sandbox.Spec{Chdir: home, Writable: []string{home}}, sandbox.Limits{}, argv); err != nil {
+			return "", err
+		}
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=/tmp", "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs, Setpgid: true}
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	first := versionLine(string(out))
+	if err != nil {
+		if first != "" {
+			return "", fmt.Errorf("%w: %s", err, first)
+		}
+		return "", err
+	}
+	if first == "" {
+		first = "no version printed"
+	}
+	return first, nil
 }
 
 // writableDir checks that dir, or the nearest parent mozi would create it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +31,8 @@ type doctorSetup struct {
 	workdir string
 	env     map[string]string
 	config  string // replaces the generated file when set
+	extra   string // more top-level configuration
+	agent   string // more keys of the agent's entry
 }
 
 func newDoctorSetup(t *testing.T) *doctorSetup {
@@ -45,13 +48,18 @@ func (s *doctorSetup) write(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mozi.yaml")
 	body := s.config
+	command := ""
+	if s.command != "" {
+		command = fmt.Sprintf("command: [%q], ", s.command)
+	}
 	if body == "" {
 		body = fmt.Sprintf(`database: {url: %q}
 gitea: {url: %q, token: %q, repos: [acme/widget]}
 webhook: {secrets: [%s], public_url: %q}
+%s
 agents:
-  - {login: coder1, command: [%q], workspace: none, sandbox: none, workdir: %q, token_env: CODER1_TOKEN}
-`, s.dbURL, s.gitea.URL, s.token, testSecret, publicURL, s.command, s.workdir)
+  - {login: coder1, %sworkspace: none, workdir: %q, token_env: CODER1_TOKEN%s}
+`, s.dbURL, s.gitea.URL, s.token, testSecret, publicURL, s.extra, command, s.workdir, s.agent)
 	}
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 	return path
@@ -152,6 +160,12 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 		{"agent workdir not writable", func(t *testing.T, s *doctorSetup) {
 			s.workdir = "/proc/mozi-doctor/work"
 		}, "working directory /proc/mozi-doctor/work"},
+		{"bubblewrap missing", func(t *testing.T, s *doctorSetup) {
+			s.extra = "sandbox: {bwrap: /nonexistent/bwrap}"
+		}, "sandbox                sandbox unavailable: bubblewrap (/nonexistent/bwrap) not found"},
+		{"agent's preset CLI missing", func(t *testing.T, s *doctorSetup) {
+			s.command, s.agent = "", ", preset: goose"
+		}, `agent coder1           command "goose" not found`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,4 +183,21 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 			assert.NotContains(t, out, testSecret, "no secret in the report")
 		})
 	}
+}
+
+// mozi doctor runs each preset's CLI with --version the way mozi would run
+// the agent (its user, its sandbox) and reports what it printed.
+func TestDoctorReportsEachCLIVersion(t *testing.T) {
+	if _, err := exec.LookPath("codex"); err != nil {
+		if os.Getenv("MOZI_REQUIRE_AGENT_CLIS") == "1" {
+			t.Fatal("MOZI_REQUIRE_AGENT_CLIS=1 but codex is not installed (.ci/install-agent-clis)")
+		}
+		t.Skip("codex is not installed: .ci/install-agent-clis installs the agent CLIs")
+	}
+	s := newDoctorSetup(t)
+	s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, true)
+	s.command, s.agent = "", ", preset: codex"
+	out, err := s.run(t, "doctor")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `ok    agent coder1 +\S*codex \(codex-cli \d+\.\d+\.\d+\), in \S+, sandboxed`, out)
 }

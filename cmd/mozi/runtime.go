@@ -150,7 +150,7 @@ func pathInside(path, dir string) (string, bool) {
 
 // spawnerAgent is the spawner's view of a declared agent.
 func spawnerAgent(a config.Agent, stateDir string) (spawner.Agent, error) {
-	argv, usage, err := spawner.AgentFromPreset(a.Preset, a.Command, a.Script)
+	cmd, err := spawner.ResolveAgent(a.Preset, a.Command, a.Script, a.Args)
 	if err != nil {
 		return spawner.Agent{}, fmt.Errorf("agent %s: %w", a.Login, err)
 	}
@@ -158,9 +158,9 @@ func spawnerAgent(a config.Agent, stateDir string) (spawner.Agent, error) {
 	if home == "" {
 		home = filepath.Join(stateDir, "agents", a.Login, "home")
 	}
-	return spawner.Agent{Login: a.Login, Argv: argv, Workdir: a.Workdir, Timeout: a.Timeout,
-		TokenEnv: a.TokenEnv, TokenFile: a.TokenFile, Usage: usage, MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens,
-		Env: a.Env, PassEnv: a.PassEnv, Home: home,
+	return spawner.Agent{Login: a.Login, Argv: cmd.Argv, Workdir: a.Workdir, Timeout: a.Timeout,
+		TokenEnv: a.TokenEnv, TokenFile: a.TokenFile, Usage: cmd.Usage, MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens,
+		Env: a.Env, PassEnv: a.PassEnv, PresetEnv: cmd.Env, Home: home,
 		Worktree: a.Workspace == config.WorkspaceAuto, Sandboxed: a.Sandbox == config.SandboxBwrap,
 		Limits: sandbox.Limits{MemoryBytes: int64(a.Limits.Memory), Processes: a.Limits.Processes,
 			CPUTime: a.Limits.CPUTime, OpenFiles: a.Limits.OpenFiles}}, nil

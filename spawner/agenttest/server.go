@@ -49,6 +49,9 @@ type Script struct {
 	// HoldFinal keeps the final turn back until the client goes away, so a
 	// run that a budget must kill cannot finish first.
 	HoldFinal bool
+	// Then is more shell the tool turn runs after writing the file (a
+	// commit and a push, say); empty for none.
+	Then string
 }
 
 // Turns the server tells apart.
@@ -190,7 +193,11 @@ func pickShell(names []string) string {
 
 // command is the shell command of the tool turn.
 func (f *Server) command() string {
-	return "printf '%s' " + shellQuote(f.script.Content) + " > " + shellQuote(f.script.File)
+	cmd := "printf '%s' " + shellQuote(f.script.Content) + " > " + shellQuote(f.script.File)
+	if f.script.Then != "" {
+		cmd += " && " + f.script.Then
+	}
+	return cmd
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -73,7 +73,8 @@ func (a *Assembler) Gather(ctx context.Context, t repository.Task) (*Input, erro
 	return in, nil
 }
 
-// retry tells a run what the previous attempt left.
+// retry tells a run what the previous, failed, attempt left; nil when the
+// previous attempt ended cleanly.
 func (a *Assembler) retry(ctx context.Context, t repository.Task) (*Retry, error) {
 	rt := &Retry{Attempt: t.DispatchCount, Error: t.LastError}
 	if a.cfg.Attempts == nil {
@@ -88,6 +89,9 @@ func (a *Assembler) retry(ctx context.Context, t repository.Task) (*Retry, error
 			continue // the run being prepared, when it has its row already
 		}
 		last := attempts[i]
+		if last.Outcome == repository.AttemptSucceeded {
+			return nil, nil // a follow-up after a clean run: its own section says what is missing
+		}
 		if last.Error != "" {
 			rt.Error = last.Error
 		}

@@ -31,11 +31,12 @@ type taskCollector struct {
 	logger  *slog.Logger
 	tasks   *prometheus.Desc
 	oldest  *prometheus.Desc
+	stalled *prometheus.Desc
 	running *prometheus.Desc
 }
 
-// NewTaskCollector exports mozi_tasks, mozi_task_oldest_age_seconds and
-// mozi_agent_runs_active. Every status and action type, and every agent
+// NewTaskCollector exports mozi_tasks, mozi_task_oldest_age_seconds,
+// mozi_task_stalled_oldest_age_seconds and mozi_agent_runs_active. Every status and action type, and every agent
 // declared, is exported, with 0 when there is none: a panel or an alert
 // should see a zero, not an absent series.
 func NewTaskCollector(store *Store, agents []string, logger *slog.Logger) prometheus.Collector {
@@ -48,6 +49,9 @@ func NewTaskCollector(store *Store, agents []string, logger *slog.Logger) promet
 		oldest: prometheus.NewDesc("mozi_task_oldest_age_seconds",
 			"Live tasks (pending, claimed, working, review): time since the least recently updated one moved, by status.",
 			[]string{"status"}, nil),
+		stalled: prometheus.NewDesc("mozi_task_stalled_oldest_age_seconds",
+			"Working tasks whose agent's run ended without what moves them on (a pull request, an [Action Report], a push, a review): time since the least recently moved one moved (0: none).",
+			nil, nil),
 		running: prometheus.NewDesc("mozi_agent_runs_active",
 			"Agent runs holding a live lease (claimed or running), across every mozi on the database, by agent.",
 			[]string{"agent"}, nil),
@@ -57,6 +61,7 @@ func NewTaskCollector(store *Store, agents []string, logger *slog.Logger) promet
 func (c *taskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tasks
 	ch <- c.oldest
+	ch <- c.stalled
 	ch <- c.running
 }
 
@@ -92,6 +97,13 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, age := range oldest {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age.Seconds(), string(st))
 	}
+	stalled, err := c.store.StalledOldest(ctx)
+	if err != nil {
+		c.logger.Warn("stalled task metric unavailable", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.stalled, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.GaugeValue, stalled.Seconds())
 	running, err := c.store.RunningByAgent(ctx)
 	if err != nil {
 		c.logger.Warn("agent run metrics unavailable", "error", err)

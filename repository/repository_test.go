@@ -106,6 +106,7 @@ var legal = map[repository.Event][]repository.Status{
 	repository.EventInterrupt:      {"claimed", "working"},
 	repository.EventRescue:         {"claimed", "working"},
 	repository.EventReclaim:        {"pending"},
+	repository.EventNudge:          {"working"},
 	repository.EventComplete:       {"pending", "claimed", "working", "review"},
 	repository.EventFail:           {"pending", "claimed", "working", "review"},
 	repository.EventCancel:         {"pending", "claimed", "working", "review"},
@@ -122,6 +123,7 @@ var targets = map[repository.Event]repository.Status{
 	repository.EventInterrupt:      "pending",
 	repository.EventRescue:         "pending",
 	repository.EventReclaim:        "working",
+	repository.EventNudge:          "pending",
 	repository.EventComplete:       "done",
 	repository.EventFail:           "failed",
 	repository.EventCancel:         "cancelled",
@@ -143,6 +145,11 @@ func TestEveryTransition(t *testing.T) {
 				task, err := store.CreateTask(ctx, newTask(issue))
 				require.NoError(t, err)
 				forceStatus(t, raw, task.ID, from)
+				if ev == repository.EventNudge {
+					// The watchdog nudges tasks whose run has ended.
+					_, err := raw.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, task.ID)
+					require.NoError(t, err)
+				}
 
 				res, err := store.Apply(ctx, task.ID, ev, repository.Change{
 					LeaseOwner: "runner-1", Error: "boom", PRNumber: 42,

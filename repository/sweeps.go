@@ -279,3 +279,98 @@ func (s *Store) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd, e
 	}
 	return out, rows.Err()
 }
+
+// stalledWhere selects working tasks whose agent's run ended (no lease)
+// and whose next move needs something only the agent does: a pull request
+// (none open for an assigned issue), an [Action Report], a push, a review.
+// An approved review waits for a merge and an assigned issue with an open
+// pull request for its review: people's work, not the agent's.
+const stalledWhere = `t.status = 'working' AND t.lease_owner IS NULL
+	AND t.action_type IN ('issue_assigned', 'ci_failure', 'deploy_failure', 'infrastructure_failure',
+	                      'mention', 'review_comment', 'review_result', 'review_request', 'review_updated')
+	AND NOT (t.action_type = 'review_result' AND t.daemon_meta->>'review_state' = 'approved')
+	AND NOT (t.action_type = 'issue_assigned' AND EXISTS (SELECT 1 FROM pull_requests p
+	         WHERE p.repo = t.repo AND p.number = t.pr_number AND p.state = 'open'))`
+
+// Stalled is a working task whose agent's run ended without what moves it
+// on, and what that is (a FollowUp* constant).
+type Stalled struct {
+	Task    Task
+	Missing string
+}
+
+// StalledTasks lists tasks stalled for longer than quiet, oldest first.
+func (s *Store) StalledTasks(ctx context.Context, quiet time.Duration, limit int) ([]Stalled, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+taskColumnsT+`,
+			COALESCE((SELECT p.state = 'closed' AND NOT p.merged FROM pull_requests p
+			          WHERE p.repo = t.repo AND p.number = t.pr_number), false)
+		FROM task_state t
+		WHERE `+stalledWhere+` AND t.updated_at < now() - $1::interval
+		ORDER BY t.updated_at LIMIT $2`, interval(quiet), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stalled tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []Stalled
+	for rows.Next() {
+		var (
+			st         Stalled
+			closedPull bool
+		)
+		st.Task, err = scanTaskWith(rows, &closedPull)
+		if err != nil {
+			return nil, fmt.Errorf("scan stalled task: %w", err)
+		}
+		st.Missing = missingStep(st.Task, closedPull)
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// missingStep names what a stalled task waits for.
+func missingStep(t Task, closedPull bool) string {
+	switch t.ActionType {
+	case ActionIssueAssigned:
+		if closedPull {
+			return FollowUpPullClosed
+		}
+		return FollowUpPullRequest
+	case ActionReviewResult:
+		return FollowUpPush
+	case ActionReviewRequest, ActionReviewUpdated:
+		return FollowUpReview
+	}
+	return FollowUpReport
+}
+
+// StalledOldest is how long the least recently moved stalled task has
+// waited (0 when none).
+func (s *Store) StalledOldest(ctx context.Context) (time.Duration, error) {
+	var age float64
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(extract(epoch FROM now() - min(t.updated_at)), 0)::float8
+		FROM task_state t WHERE `+stalledWhere).Scan(&age)
+	if err != nil {
+		return 0, fmt.Errorf("age of stalled tasks: %w", err)
+	}
+	return time.Duration(age * float64(time.Second)), nil
+}
+
+// FollowUp sends a stalled task back to its agent once more, recording
+// what its last run left undone for the prompt, in one transaction.
+func (s *Store) FollowUp(ctx context.Context, id int64, missing string) (Result, error) {
+	var res Result
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var err error
+		res, err = tx.Apply(ctx, id, EventNudge, Change{})
+		if err != nil || !res.Applied {
+			return err
+		}
+		_, err = tx.tx.Exec(ctx, `UPDATE task_state SET daemon_meta = daemon_meta || jsonb_build_object('follow_up', $2::text)
+			WHERE id = $1`, id, missing)
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("follow up task %d: %w", id, err)
+	}
+	return res, nil
+}

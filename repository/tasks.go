@@ -181,7 +181,10 @@ func collectTasks(rows pgx.Rows) ([]Task, error) {
 	return out, nil
 }
 
-func scanTask(row pgx.Row) (Task, error) {
+func scanTask(row pgx.Row) (Task, error) { return scanTaskWith(row) }
+
+// scanTaskWith scans a task's columns followed by more.
+func scanTaskWith(row pgx.Row, more ...any) (Task, error) {
 	var (
 		t                                      Task
 		pr, parent                             *int32
@@ -191,11 +194,11 @@ func scanTask(row pgx.Row) (Task, error) {
 		dedupe, leaseOwner                     *string
 		depends                                []int32
 	)
-	err := row.Scan(&t.ID, &t.Repo, &t.IssueNumber, &pr, &parent, &action, &business,
+	err := row.Scan(append([]any{&t.ID, &t.Repo, &t.IssueNumber, &pr, &parent, &action, &business,
 		&t.Agent, &status, &t.RetryCount, &t.DispatchCount, &t.MaxRetries, &t.Priority,
 		&depends, &meta, &t.IssueBodyCache, &issueUpdated, &dedupe, &t.HopCount,
 		&t.NotBefore, &leaseOwner, &leaseExp, &beat, &t.LastError, &t.CreatedAt,
-		&t.UpdatedAt, &finished, &t.Holds)
+		&t.UpdatedAt, &finished, &t.Holds}, more...)...)
 	if err != nil {
 		return Task{}, err
 	}

@@ -28,6 +28,7 @@ const (
 	EventInterrupt      Event = "interrupt"       // claimed, working → pending, not counted (shutdown)
 	EventRescue         Event = "rescue"          // claimed, working with an expired lease → pending
 	EventReclaim        Event = "reclaim"         // pending → working: a runner rescued by mistake records its run
+	EventNudge          Event = "nudge"           // working without a run → pending: the watchdog runs the agent once more
 	EventComplete       Event = "complete"        // live → done (terminal Gitea event, auto-pass)
 	EventFail           Event = "fail"            // live → failed (retries exhausted)
 	EventCancel         Event = "cancel"          // live → cancelled (agent unassigned, operator)
@@ -37,7 +38,7 @@ const (
 // Events lists every state machine event.
 var Events = []Event{
 	EventClaim, EventStart, EventRelease, EventOpenReview, EventRequestChanges,
-	EventRetry, EventInterrupt, EventRescue, EventReclaim, EventComplete, EventFail, EventCancel,
+	EventRetry, EventInterrupt, EventRescue, EventReclaim, EventNudge, EventComplete, EventFail, EventCancel,
 	EventRequeue,
 }
 
@@ -135,6 +136,13 @@ var rules = map[Event]rule{
 		set:   `, lease_owner = $3, lease_expires_at = now() + $4::interval, heartbeat_at = now(), last_error = ''`,
 		guard: ` AND t.lease_owner IS NULL AND t.dispatch_count = $5`,
 		args:  func(c Change) []any { return []any{c.LeaseOwner, leaseTTL(c.LeaseTTL), c.Attempt} },
+	},
+	EventNudge: {
+		// The agent's last run ended without the Gitea event that would
+		// move the task on: run it once more, not counted as a failure.
+		from: []Status{StatusWorking}, to: StatusPending,
+		set:   `, not_before = now()`,
+		guard: ` AND t.lease_owner IS NULL`,
 	},
 	EventComplete: {
 		from: LiveStatuses, to: StatusDone,

@@ -306,3 +306,57 @@ func (t *Ticker) prune(ctx context.Context) (int, error) {
 	}
 	return total, nil
 }
+
+// missingText says what a stalled task's agent left undone, for logs and
+// the failure comment.
+var missingText = map[string]string{
+	repository.FollowUpPullRequest: "opening a pull request",
+	repository.FollowUpPullClosed:  "a merged pull request (its pull request was closed without merge)",
+	repository.FollowUpReport:      "posting its [Action Report]",
+	repository.FollowUpPush:        "pushing commits that answer the review",
+	repository.FollowUpReview:      "submitting a review",
+}
+
+// watchdog finds tasks whose agent's run ended without what moves them
+// on and that stayed quiet for WatchdogQuiet: the first time, the agent
+// runs once more with a prompt that says what is missing; when it is still
+// missing after that, the task fails with one comment on the issue.
+func (t *Ticker) watchdog(ctx context.Context) (int, error) {
+	stalled, err := t.store.StalledTasks(ctx, t.cfg.WatchdogQuiet, 50)
+	if err != nil {
+		return 0, err
+	}
+	n, followed := 0, 0
+	for _, st := range stalled {
+		task := st.Task
+		log := t.cfg.Logger.With("task_id", task.ID, "repo", task.Repo, "issue", task.IssueNumber, "agent", task.Agent,
+			"action_type", task.ActionType, "missing", st.Missing)
+		if task.Meta.FollowUp != st.Missing {
+			res, err := t.store.FollowUp(ctx, task.ID, st.Missing)
+			if err != nil {
+				return n, err
+			}
+			if res.Applied {
+				log.Warn("agent finished without " + missingText[st.Missing] + ": running it once more")
+				t.cfg.Metrics.stalled.WithLabelValues("follow_up").Inc()
+				n, followed = n+1, followed+1
+			}
+			continue
+		}
+		why := fmt.Sprintf("the agent's runs ended without %s, also after a follow-up", missingText[st.Missing])
+		res, err := t.store.Apply(ctx, task.ID, repository.EventFail, repository.Change{Error: why})
+		if err != nil {
+			return n, err
+		}
+		if res.Applied {
+			log.Error("task failed: " + why)
+			t.cfg.Metrics.stalled.WithLabelValues("fail").Inc()
+			t.cfg.Notifier.TaskFailed(ctx, task.ID, why)
+			n++
+		}
+	}
+	if followed > 0 {
+		t.cfg.WakeDispatcher()
+	}
+	return n, nil
+}

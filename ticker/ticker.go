@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/spawner/notice"
 )
 
 // Gitea is what the ticker asks Gitea (repository.Gitea).
@@ -50,11 +51,18 @@ type Config struct {
 	StatusesEvery  time.Duration // default 2m
 	OrphansEvery   time.Duration // default 1m
 	PruneEvery     time.Duration // default 1h
+	WatchdogEvery  time.Duration // default 1m
+	// WatchdogQuiet is how long a task may wait on its agent's output
+	// (a pull request, an [Action Report], a push, a review) after the
+	// agent's run ended before the watchdog steps in (default 30m).
+	WatchdogQuiet time.Duration
 	// Retention keeps processed deliveries, effects, mentions and attempt
 	// logs of finished tasks this long (default 30 days).
 	Retention time.Duration
 	// MaxRetries of the tasks the ticker creates (0: the default).
 	MaxRetries int
+	// Notifier tells the issue when the watchdog fails a task (nil: nobody).
+	Notifier *notice.Notifier
 	// WakeInbox and WakeDispatcher are called when the ticker added work.
 	WakeInbox      func()
 	WakeDispatcher func()
@@ -79,6 +87,8 @@ func (c *Config) setDefaults() {
 	def(&c.StatusesEvery, 2*time.Minute)
 	def(&c.OrphansEvery, time.Minute)
 	def(&c.PruneEvery, time.Hour)
+	def(&c.WatchdogEvery, time.Minute)
+	def(&c.WatchdogQuiet, DefaultWatchdogQuiet)
 	def(&c.Retention, 30*24*time.Hour)
 	if c.WakeInbox == nil {
 		c.WakeInbox = func() {}
@@ -122,7 +132,12 @@ const (
 	JobStatuses    = "statuses"
 	JobOrphans     = "orphans"
 	JobPrune       = "prune"
+	JobWatchdog    = "watchdog"
 )
+
+// DefaultWatchdogQuiet is how long a task waits on its agent's output
+// before the completion watchdog steps in.
+const DefaultWatchdogQuiet = 30 * time.Minute
 
 // New builds a ticker; gitea may be nil.
 func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
@@ -137,6 +152,7 @@ func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 		{name: JobStatuses, every: cfg.StatusesEvery, run: t.statuses},
 		{name: JobOrphans, every: cfg.OrphansEvery, run: t.orphans},
 		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
+		{name: JobWatchdog, every: cfg.WatchdogEvery, run: t.watchdog},
 	}
 	return t
 }
@@ -236,6 +252,7 @@ type Metrics struct {
 	items   *prometheus.CounterVec
 	seconds *prometheus.HistogramVec
 	rescues prometheus.Counter
+	stalled *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors on reg (nil: unregistered).
@@ -262,9 +279,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rescues: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mozi_task_rescues_total", Help: "Tasks rescued after their runner's lease expired.",
 		}),
+		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mozi_watchdog_actions_total",
+			Help: "Tasks whose agent finished without what moves them on, by what the watchdog did (follow_up: ran the agent once more; fail).",
+		}, []string{"action"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.runs, m.errors, m.items, m.seconds, m.rescues)
+		reg.MustRegister(m.leader, m.runs, m.errors, m.items, m.seconds, m.rescues, m.stalled)
 	}
 	return m
 }

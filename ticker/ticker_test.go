@@ -17,6 +17,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 	"github.com/moziplus/mozi/webhook"
@@ -103,6 +104,18 @@ func (w *world) replay(prefixes ...string) {
 		resp.Body.Close()
 		require.Equal(w.t, http.StatusAccepted, resp.StatusCode, "fixture %s", p)
 	}
+	w.drain()
+}
+
+// send posts a delivery (an edited recording) and processes it.
+func (w *world) send(f recording.Fixture) {
+	w.t.Helper()
+	req, err := f.Request(w.server.URL+webhook.Path, recording.WithDelivery(f.Name))
+	require.NoError(w.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(w.t, err)
+	resp.Body.Close()
+	require.Equal(w.t, http.StatusAccepted, resp.StatusCode, f.Name)
 	w.drain()
 }
 
@@ -321,4 +334,107 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 
 	save(73, 70, "open") // a next-round sub-issue nobody works on yet
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "an untouched sub-issue is not finished")
+}
+
+// fakeCommenter records the comments the notifier posts.
+type fakeCommenter struct {
+	mu       sync.Mutex
+	comments map[int][]string
+}
+
+func (f *fakeCommenter) PostComment(_ context.Context, _ string, number int, body string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.comments == nil {
+		f.comments = map[int][]string{}
+	}
+	f.comments[number] = append(f.comments[number], body)
+	return int64(len(f.comments[number])), nil
+}
+
+// runEnds claims a task and records a run of it that exited 0: the task
+// then waits, without a lease, for Gitea.
+func (w *world) runEnds(task repository.Task) {
+	w.t.Helper()
+	ctx := context.Background()
+	claimed, err := w.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 10, LeaseTTL: time.Minute,
+		Agents: []repository.AgentLimit{{Login: task.Agent, MaxConcurrency: 10}}})
+	require.NoError(w.t, err)
+	require.NotEmpty(w.t, claimed)
+	for _, c := range claimed {
+		if c.ID != task.ID {
+			continue
+		}
+		a, started, err := w.store.StartRun(ctx, c, "r1", "")
+		require.NoError(w.t, err)
+		require.True(w.t, started)
+		a.Outcome = repository.AttemptSucceeded
+		_, err = w.store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1"})
+		require.NoError(w.t, err)
+		return
+	}
+	w.t.Fatalf("task %d was not claimed", task.ID)
+}
+
+// An agent that exits 0 without opening its pull request leaves its task
+// working with nothing to move it: the watchdog runs it once more with a
+// prompt that says what is missing, then fails it with one comment.
+// Tasks that wait on people (an approved review, an open pull request)
+// are left alone.
+func TestWatchdogFollowsUpThenFails(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("007", "009") // #3 assigned to coder2
+	task := w.task(repository.ActionIssueAssigned, "coder2", 3)
+	approved, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 40, PRNumber: 40,
+		ActionType: repository.ActionReviewResult, Agent: "coder1", Priority: 2, Meta: repository.Meta{ReviewState: "approved"}})
+	require.NoError(t, err)
+	w.runEnds(task)
+	w.runEnds(approved)
+
+	commenter := &fakeCommenter{}
+	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond,
+		Notifier: notice.New(commenter, w.store, nil)})
+	acted := func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }
+	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the stalled task is followed up")
+	got := w.task(repository.ActionIssueAssigned, "coder2", 3)
+	assert.Equal(t, repository.StatusPending, got.Status, "the agent runs once more")
+	assert.Equal(t, repository.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
+	assert.Equal(t, 0, got.RetryCount, "a follow-up is not a failed attempt")
+
+	w.runEnds(got) // the follow-up run ends cleanly, still without a pull request
+	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the task is failed")
+	got = w.task(repository.ActionIssueAssigned, "coder2", 3)
+	assert.Equal(t, repository.StatusFailed, got.Status)
+	assert.Contains(t, got.LastError, "without opening a pull request, also after a follow-up")
+	require.Len(t, commenter.comments[3], 1, "one comment on the issue")
+	assert.Contains(t, commenter.comments[3][0], "failed")
+
+	still, err := w.store.Task(ctx, approved.ID)
+	require.NoError(t, err)
+	assert.Equal(t, repository.StatusWorking, still.Status, "an approved review waits for a person's merge")
+	assert.Zero(t, tk.RunJob(ctx, ticker.JobWatchdog))
+}
+
+// A pull request closed without merge sends its issue's task back to
+// working: the follow-up says so.
+func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("007", "009") // #3 assigned to coder2
+	w.runEnds(w.task(repository.ActionIssueAssigned, "coder2", 3))
+	w.replay("019") // PR #4 for #3: the task goes to review
+	require.Equal(t, repository.StatusReview, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	pr := recording.Find(w.fixtures, "030")
+	closed, err := pr.Edit(func(p map[string]any) {
+		p["pull_request"].(map[string]any)["merged"] = false
+		p["pull_request"].(map[string]any)["merged_by"] = nil
+	})
+	require.NoError(t, err)
+	w.send(closed)
+	require.Equal(t, repository.StatusWorking, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+
+	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond})
+	require.Eventually(t, func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, repository.FollowUpPullClosed, w.task(repository.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
 }

@@ -195,6 +195,12 @@ type Ticker struct {
 	// Retention keeps processed deliveries and finished tasks' logs
 	// (default 720h, 30 days).
 	Retention time.Duration `yaml:"retention"`
+	// WatchdogQuiet is how long a task may wait on its agent's output (a
+	// pull request, an [Action Report], a push, a review) after the
+	// agent's run ended; then the agent runs once more with a prompt that
+	// says what is missing, and if it is still missing the task fails
+	// with a comment (default 30m).
+	WatchdogQuiet time.Duration `yaml:"watchdog_quiet"`
 }
 
 // Workspace configures the worktrees agents work in.
@@ -518,6 +524,7 @@ func (c *Config) applyDefaults() {
 	tk.ReconcileEvery = cmp.Or(tk.ReconcileEvery, 5*time.Minute)
 	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, 2*time.Minute)
 	tk.Retention = cmp.Or(tk.Retention, 30*24*time.Hour)
+	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, 30*time.Minute)
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.MaxConcurrency == 0 {
@@ -623,7 +630,8 @@ func (c *Config) validate() error {
 		"spawner.shutdown_grace": c.Spawner.ShutdownGrace, "spawner.retry_base": c.Spawner.RetryBase,
 		"spawner.retry_max": c.Spawner.RetryMax, "ticker.reconcile_every": c.Ticker.ReconcileEvery,
 		"ticker.status_poll_every": c.Ticker.StatusPollEvery, "ticker.retention": c.Ticker.Retention,
-		"ticker.leader_ttl": c.Ticker.LeaderTTL, "ticker.sweep_every": c.Ticker.SweepEvery} {
+		"ticker.leader_ttl": c.Ticker.LeaderTTL, "ticker.sweep_every": c.Ticker.SweepEvery,
+		"ticker.watchdog_quiet": c.Ticker.WatchdogQuiet} {
 		if d < 0 {
 			return c.fail(key, "must be positive, got %s", d)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,8 +24,10 @@ type IssueReader struct {
 	depsTTL time.Duration
 	now     func() time.Time
 
-	mu  sync.Mutex
-	mem map[string]memEntry
+	mu    sync.Mutex
+	mem   map[string]memEntry
+	bytes int       // what mem holds, roughly
+	swept time.Time // when expired entries were last dropped
 }
 
 type memEntry struct {
@@ -35,8 +38,27 @@ type memEntry struct {
 	blocked  *[]int
 }
 
-// maxMemEntries bounds the in-memory layer.
-const maxMemEntries = 10000
+// size is roughly what an entry holds in memory.
+func (e memEntry) size() int {
+	n := 128 + len(e.issue.Title) + len(e.issue.Body) + 16*(len(e.issue.Labels)+len(e.issue.Assignees))
+	if e.report != nil {
+		n += len(*e.report)
+	}
+	if e.blocked != nil {
+		n += 8 * len(*e.blocked)
+	}
+	return n
+}
+
+// Bounds of the in-memory layer: a few thousand issues, at most
+// maxMemBytes in all; an entry bigger than maxMemEntryBytes (a huge issue
+// body) is served from the database instead. Entries expire after the
+// reader's TTL and are dropped then, read or not.
+const (
+	maxMemEntries    = 10000
+	maxMemBytes      = 64 << 20
+	maxMemEntryBytes = 1 << 20
+)
 
 // NewIssueReader builds a reader; gitea may be nil (cache only).
 func NewIssueReader(store *Store, gitea *Gitea) *IssueReader {
@@ -59,15 +81,61 @@ func (r *IssueReader) cached(key string) (memEntry, bool) {
 func (r *IssueReader) remember(key string, update func(*memEntry)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.mem) >= maxMemEntries {
-		clear(r.mem)
+	now := r.now()
+	if now.Sub(r.swept) > r.ttl {
+		r.evict(func(e memEntry) bool { return now.Sub(e.at) > r.ttl })
+		r.swept = now
 	}
 	e, ok := r.mem[key]
-	if !ok || r.now().Sub(e.at) > r.ttl {
-		e = memEntry{at: r.now()}
+	if ok {
+		r.bytes -= e.size()
+		delete(r.mem, key)
+	}
+	if !ok || now.Sub(e.at) > r.ttl {
+		e = memEntry{at: now}
 	}
 	update(&e)
+	size := e.size()
+	if size > maxMemEntryBytes {
+		return
+	}
+	if r.bytes+size > maxMemBytes || len(r.mem) >= maxMemEntries {
+		r.evictOldest(size)
+	}
 	r.mem[key] = e
+	r.bytes += size
+}
+
+// evict drops the entries drop selects.
+func (r *IssueReader) evict(drop func(memEntry) bool) {
+	for k, e := range r.mem {
+		if drop(e) {
+			r.bytes -= e.size()
+			delete(r.mem, k)
+		}
+	}
+}
+
+// evictOldest makes room for an entry of size bytes: the oldest entries
+// go until a quarter of the budget (and of the entries) is free, so that
+// eviction is rare.
+func (r *IssueReader) evictOldest(size int) {
+	type aged struct {
+		key string
+		at  time.Time
+	}
+	all := make([]aged, 0, len(r.mem))
+	for k, e := range r.mem {
+		all = append(all, aged{k, e.at})
+	}
+	slices.SortFunc(all, func(a, b aged) int { return a.at.Compare(b.at) })
+	for _, a := range all {
+		if r.bytes+size <= maxMemBytes*3/4 && len(r.mem) < maxMemEntries*3/4 {
+			return
+		}
+		r.bytes -= r.mem[a.key].size()
+		delete(r.mem, a.key)
+	}
 }
 
 // ErrUnavailable means the data is not cached and Gitea could not be asked.

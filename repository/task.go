@@ -3,10 +3,21 @@ package repository
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 )
+
+var repoRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$`)
+
+// ValidRepo reports whether repo is an owner/name Gitea could have made:
+// no control characters, separators or path tricks, which would otherwise
+// travel into SQL rows, paths and prompts.
+func ValidRepo(repo string) bool {
+	owner, name, _ := strings.Cut(repo, "/")
+	return repoRE.MatchString(repo) && owner != "." && owner != ".." && name != "." && name != ".."
+}
 
 // Status is the execution state of a task.
 type Status string

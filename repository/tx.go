@@ -99,17 +99,70 @@ func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent stri
 	return tasks[0], true, nil
 }
 
-// TasksCreatedSince counts tasks of an issue created in the last window, for
-// the per-issue budget that stops runaway chains.
-func (t *Tx) TasksCreatedSince(ctx context.Context, repo string, number int, seconds int) (int, error) {
-	var n int
-	err := t.tx.QueryRow(ctx, `SELECT count(*) FROM task_state
-		WHERE repo = $1 AND issue_number = $2 AND created_at > now() - make_interval(secs => $3)`,
-		repo, number, seconds).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count recent tasks of %s#%d: %w", repo, number, err)
+// Guard is what a new task is checked against, whoever creates it (a
+// webhook's mapping or the ticker): the same rules for every task.
+type Guard struct {
+	// At is when the causing event happened (zero: unknown). Work caused
+	// before its issue was closed is not created: the close finished it.
+	At time.Time
+	// Notification tasks are about the close itself and skip that check.
+	Notification bool
+	// BudgetPerHour caps the tasks created on one issue in an hour, which
+	// stops runaway chains (0: no cap).
+	BudgetPerHour int
+}
+
+// Refusal says why CreateGuarded made no task ("" when it made one).
+type Refusal string
+
+// Refusals.
+const (
+	RefusedClosed    Refusal = "issue_closed" // the issue was closed after the event
+	RefusedBudget    Refusal = "budget"       // the issue's hourly task budget is spent
+	RefusedDuplicate Refusal = "duplicate"    // a live task like it, or its dedupe key, exists
+)
+
+// CreateGuarded creates a pending task unless a guard refuses it.
+func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (Task, Refusal, error) {
+	if n.IssueNumber > 0 && !g.Notification {
+		closedAt, closed, err := t.closedAt(ctx, n.Repo, n.IssueNumber)
+		if err != nil {
+			return Task{}, "", err
+		}
+		if closed && !g.At.After(closedAt) {
+			return Task{}, RefusedClosed, nil
+		}
 	}
-	return n, nil
+	if n.IssueNumber > 0 && g.BudgetPerHour > 0 {
+		var recent int
+		err := t.tx.QueryRow(ctx, `SELECT count(*) FROM task_state
+			WHERE repo = $1 AND issue_number = $2 AND created_at > now() - interval '1 hour'`,
+			n.Repo, n.IssueNumber).Scan(&recent)
+		if err != nil {
+			return Task{}, "", fmt.Errorf("count recent tasks of %s#%d: %w", n.Repo, n.IssueNumber, err)
+		}
+		if recent >= g.BudgetPerHour {
+			return Task{}, RefusedBudget, nil
+		}
+	}
+	task, created, err := t.CreateTask(ctx, n)
+	if err != nil || !created {
+		return Task{}, RefusedDuplicate, err
+	}
+	return task, "", nil
+}
+
+// closedAt reports whether the issue or pull request is known closed, and
+// since when.
+func (t *Tx) closedAt(ctx context.Context, repo string, number int) (time.Time, bool, error) {
+	if pr, ok, err := t.PullRequest(ctx, repo, number); err != nil || ok {
+		return pr.ClosedAt, ok && pr.State == "closed", err
+	}
+	issue, ok, err := t.Issue(ctx, repo, number)
+	if err != nil || !ok {
+		return time.Time{}, false, err
+	}
+	return issue.ClosedAt, issue.Closed(), nil
 }
 
 // IssueFacts are the issue fields copied onto its live tasks when the
@@ -153,4 +206,18 @@ func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f Is
 // SetTaskMeta replaces a task's daemon_meta.
 func (t *Tx) SetTaskMeta(ctx context.Context, id int64, m Meta) error {
 	return setTaskMeta(ctx, t.tx, id, m)
+}
+
+// WakeDependents makes the held tasks that wait for issue number (its
+// Depends: lines, or Gitea's blocked-by) due now: its close may free them,
+// and they need not wait out their hold.
+func (t *Tx) WakeDependents(ctx context.Context, repo string, number int) error {
+	_, err := t.tx.Exec(ctx, `UPDATE task_state d SET not_before = now(), updated_at = now()
+		WHERE d.status = 'pending' AND d.repo = $1 AND d.not_before > now()
+		  AND ($2 = ANY(d.depends_on) OR EXISTS (SELECT 1 FROM issues i
+		       WHERE i.repo = d.repo AND i.number = d.issue_number AND $2 = ANY(i.blocked_by)))`, repo, number)
+	if err != nil {
+		return fmt.Errorf("wake tasks waiting for %s#%d: %w", repo, number, err)
+	}
+	return nil
 }

@@ -157,10 +157,10 @@ func (t *Ticker) statuses(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// mentions turns mentions still queued after a minute into tasks (the
+// mentions turns mentions still queued after MentionsAge into tasks (the
 // mapper normally does it at once).
 func (t *Ticker) mentions(ctx context.Context) (int, error) {
-	queued, err := t.store.UnconsumedMentions(ctx, time.Minute, 100)
+	queued, err := t.store.UnconsumedMentions(ctx, t.cfg.MentionsAge, 100)
 	if err != nil {
 		return 0, err
 	}
@@ -180,13 +180,15 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 				task.Meta.Title, task.Meta.Labels, task.IssueBody = issue.Title, issue.Labels, issue.Body
 				task.ParentIssue, task.DependsOn = issue.ParentIssue, issue.DependsOn
 			}
-			created, ok, err := tx.CreateTask(ctx, task)
+			created, refused, err := tx.CreateGuarded(ctx, task, t.guard(m.CreatedAt))
 			if err != nil {
 				return err
 			}
 			outcome := "skipped"
-			if ok {
+			if refused == "" {
 				outcome, n = "task", n+1
+			} else {
+				t.refused(task, refused)
 			}
 			return tx.ConsumeMention(ctx, m.ID, created.ID, outcome)
 		})
@@ -198,6 +200,21 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 		t.cfg.WakeDispatcher()
 	}
 	return n, nil
+}
+
+// guard is what the ticker's tasks are checked against: the rules of the
+// webhook's tasks (closed issue, per-issue budget).
+func (t *Ticker) guard(at time.Time) repository.Guard {
+	return repository.Guard{At: at, BudgetPerHour: t.cfg.TaskBudgetPerHour}
+}
+
+// refused logs a task a guard did not let the ticker create.
+func (t *Ticker) refused(n repository.NewTask, why repository.Refusal) {
+	if why == repository.RefusedDuplicate {
+		return
+	}
+	t.cfg.Logger.Warn("ticker task not created", "repo", n.Repo, "issue", n.IssueNumber, "action_type", n.ActionType,
+		"agent", n.Agent, "reason", why)
 }
 
 // rounds gives the lead one round_review task when every sub-issue of a
@@ -222,13 +239,18 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 			} else if ok {
 				task.Meta.Title, task.Meta.Labels, task.IssueBody = parent.Title, parent.Labels, parent.Body
 			}
-			_, created, err := tx.CreateTask(ctx, task)
-			if created {
+			_, refused, err := tx.CreateGuarded(ctx, task, t.guard(time.Time{}))
+			switch {
+			case err != nil:
+				return err
+			case refused == "":
 				n++
 				t.cfg.Logger.Info("round complete: round review created", "repo", r.Repo, "issue", r.Parent,
 					"round", r.Round, "agent", t.cfg.Lead)
+			default:
+				t.refused(task, refused)
 			}
-			return err
+			return nil
 		})
 		if err != nil {
 			return n, err
@@ -258,16 +280,19 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 				return err
 			}
 			for _, agent := range t.cfg.Agents {
-				_, created, err := tx.CreateTask(ctx, repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
+				task := repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
 					ActionType: repository.ActionDiscussion, Agent: agent, Priority: repository.PriorityFromLabels(issue.Labels),
 					DedupeKey: repository.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
 					MaxRetries: t.cfg.MaxRetries, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
-						IssueAuthor: issue.Author, Event: "ticker/discussions"}})
+						IssueAuthor: issue.Author, Event: "ticker/discussions"}}
+				_, refused, err := tx.CreateGuarded(ctx, task, t.guard(time.Time{}))
 				if err != nil {
 					return err
 				}
-				if created {
+				if refused == "" {
 					n++
+				} else {
+					t.refused(task, refused)
 				}
 			}
 			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", len(t.cfg.Agents))

@@ -46,6 +46,7 @@ type Config struct {
 	ReconcileEvery time.Duration // default 5m
 	ReconcileAge   time.Duration // issues whose copy is older are re-read (default 10m)
 	MentionsEvery  time.Duration // default 30s
+	MentionsAge    time.Duration // queued mentions older than this are turned into tasks (default 1m)
 	RoundsEvery    time.Duration // default 30s
 	DiscussEvery   time.Duration // default 15s
 	StatusesEvery  time.Duration // default 2m
@@ -61,6 +62,9 @@ type Config struct {
 	Retention time.Duration
 	// MaxRetries of the tasks the ticker creates (0: the default).
 	MaxRetries int
+	// TaskBudgetPerHour caps the tasks created per issue per hour, for the
+	// ticker's tasks as for the webhook's (0: no cap).
+	TaskBudgetPerHour int
 	// Notifier tells the issue when the watchdog fails a task (nil: nobody).
 	Notifier *notice.Notifier
 	// WakeInbox and WakeDispatcher are called when the ticker added work.
@@ -82,6 +86,7 @@ func (c *Config) setDefaults() {
 	def(&c.ReconcileEvery, 5*time.Minute)
 	def(&c.ReconcileAge, 10*time.Minute)
 	def(&c.MentionsEvery, 30*time.Second)
+	def(&c.MentionsAge, time.Minute)
 	def(&c.RoundsEvery, 30*time.Second)
 	def(&c.DiscussEvery, 15*time.Second)
 	def(&c.StatusesEvery, 2*time.Minute)

@@ -438,3 +438,39 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	require.Eventually(t, func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, repository.FollowUpPullClosed, w.task(repository.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
 }
+
+// The ticker's tasks pass the guards the webhook's do: no task for a
+// mention made before its issue was closed, none past the issue's hourly
+// budget.
+func TestTickerTasksPassTheSameGuards(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	queue := func(issue int, comment int64) {
+		require.NoError(t, w.store.InTx(ctx, func(tx *repository.Tx) error {
+			_, _, err := tx.EnqueueMention(ctx, repository.Mention{Repo: "acme/widget", IssueNumber: issue,
+				CommentID: comment, Author: "lead", Mentioned: "coder1"})
+			return err
+		}))
+	}
+	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 91, Title: "Closed",
+		State: "closed", Author: "owner", UpdatedAt: time.Now().Add(time.Hour), ClosedAt: time.Now().Add(time.Hour)}))
+	queue(91, 5001) // mentioned, then the issue was closed
+
+	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 92, Title: "Busy",
+		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
+	_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 92,
+		ActionType: repository.ActionMention, Agent: "coder2", Priority: 2})
+	require.NoError(t, err)
+	queue(92, 5002) // the budget of one task per hour is spent
+
+	tk := w.ticker(ticker.Config{MentionsAge: time.Nanosecond, TaskBudgetPerHour: 1, Agents: []string{"coder1"}})
+	time.Sleep(time.Millisecond) // older than MentionsAge
+	assert.Zero(t, tk.RunJob(ctx, ticker.JobMentions))
+	assert.Zero(t, tk.RunJob(ctx, ticker.JobDiscussions))
+	assert.Empty(t, w.tasks(repository.ActionMention, "coder1", 91))
+	assert.Empty(t, w.tasks(repository.ActionMention, "coder1", 92))
+	assert.Empty(t, w.tasks(repository.ActionDiscussion, "coder1", 92))
+	mentions, err := w.store.Mentions(ctx, "acme/widget", 91)
+	require.NoError(t, err)
+	assert.Equal(t, "skipped", mentions[0].Outcome, "consumed, not left to retry for ever")
+}

@@ -305,3 +305,69 @@ func TestKilledBeforeProcessing(t *testing.T) {
 		assert.LessOrEqual(t, d.Attempts, 2, "delivery %s", d.ID)
 	}
 }
+
+// One infrastructure agent's [Action Report] finishes the failure it
+// answers — named by its commit or context, or reported on the issue an
+// earlier report linked to it — not every open one; with one failure
+// open, a report that names nothing still answers it.
+func TestInfraReportFinishesOnlyTheFailureItAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	deploy := func(id, sha, context string, statusID int) {
+		f, o := edit(t, fixture(t, "025"), id, func(p map[string]any) {
+			p["sha"], p["context"], p["id"] = sha, context, statusID
+		})
+		b.send(t, f, o)
+	}
+	deploy("deploy-a", "aaaaaaa1111111111111111111111111111111111", "deploy/production", 81)
+	deploy("deploy-b", "bbbbbbb2222222222222222222222222222222222", "deploy/staging", 82)
+	b.drain(t)
+	require.Len(t, liveTasks(t, b, repository.ActionDeployFailure), 2)
+	open := func() []string {
+		var ctxs []string
+		for _, task := range liveTasks(t, b, repository.ActionDeployFailure) {
+			ctxs = append(ctxs, task.Meta.StatusCtx)
+		}
+		return ctxs
+	}
+
+	vague, vo := comment(t, "report-vague", 3001, "infra1", "[Action Report]\n**Cause**: disk full")
+	b.send(t, vague, vo)
+	b.drain(t)
+	assert.Len(t, open(), 2, "a report naming neither failure finishes neither")
+
+	first, fo := comment(t, "report-a", 3002, "infra1", "[Action Report]\n**Commit**: aaaaaaa1 (deploy/production)\n**Cause**: disk full")
+	b.send(t, first, fo)
+	b.drain(t)
+	assert.Equal(t, []string{"deploy/staging"}, open(), "only the named one")
+
+	last, lo := comment(t, "report-b", 3003, "infra1", "[Action Report]\n**Cause**: flaky runner")
+	b.send(t, last, lo)
+	b.drain(t)
+	assert.Empty(t, open(), "the only one left is the one a vague report answers")
+}
+
+// A task held because its dependency was open becomes due the moment the
+// dependency closes, instead of waiting out its hold.
+func TestClosingADependencyWakesItsDependents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	waiting, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8, DependsOn: []int{3},
+		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1",
+		Priority: 2, NotBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	other, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 9, DependsOn: []int{4},
+		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1",
+		Priority: 2, NotBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+
+	b.send(t, fixture(t, "031"), nil) // #3 closed
+	b.drain(t)
+	got, err := b.store.Task(ctx, waiting.ID)
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), got.NotBefore, time.Minute, "due now")
+	got, err = b.store.Task(ctx, other.ID)
+	require.NoError(t, err)
+	assert.True(t, got.NotBefore.After(time.Now().Add(30*time.Minute)), "a task waiting for another issue still waits")
+}

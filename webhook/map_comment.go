@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/moziplus/mozi/repository"
@@ -52,12 +54,20 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range append(tasks, repoLevel...) {
-		if !strings.EqualFold(t.Agent, c.Author) || (t.IssueNumber == 0 && !t.ActionType.FinishedByReport()) {
+	answered := answeredFailures(repoLevel, c.Author, c.Body, number)
+	if len(answered) == 0 && slices.ContainsFunc(repoLevel, func(t repository.Task) bool { return strings.EqualFold(t.Agent, c.Author) }) {
+		e.log.Info("[Action Report] names none of its author's open deploy or infrastructure failures: they stay open",
+			"comment_id", c.ID, "agent", c.Author)
+	}
+	for _, t := range append(tasks, answered...) {
+		if !strings.EqualFold(t.Agent, c.Author) {
 			continue
 		}
 		meta := t.Meta
 		meta.Report, meta.CommentID, meta.ReportMissed = fields, c.ID, nil
+		if t.IssueNumber == 0 {
+			meta.LinkedIssue = number // later reports on this issue answer it too
+		}
 		if e.m.cfg.ReportFields != nil {
 			for _, want := range e.m.cfg.ReportFields(t.ActionType, t.BusinessType) {
 				if v, ok := fields[want]; !ok || strings.TrimSpace(v) == "" {
@@ -79,6 +89,48 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 		}
 	}
 	return nil
+}
+
+// answeredFailures picks, among the live repository-level failures (deploy
+// and infrastructure, on no issue), those of author that a report posted
+// on issue number answers: the ones whose commit (7 characters or more)
+// or status context it names, or that an earlier report linked to this
+// issue; failing that, the author's only one. One report must not finish
+// failures it says nothing about.
+func answeredFailures(repoLevel []repository.Task, author, body string, number int) []repository.Task {
+	var mine, named []repository.Task
+	for _, t := range repoLevel {
+		if !strings.EqualFold(t.Agent, author) || !t.ActionType.FinishedByReport() {
+			continue
+		}
+		mine = append(mine, t)
+		if t.Meta.LinkedIssue == number || namesCommit(body, t.Meta.HeadSHA) ||
+			t.Meta.StatusCtx != "" && strings.Contains(body, t.Meta.StatusCtx) {
+			named = append(named, t)
+		}
+	}
+	if len(named) == 0 && len(mine) == 1 {
+		return mine
+	}
+	return named
+}
+
+// shaWordRE finds hexadecimal words that may be (abbreviated) commit ids.
+var shaWordRE = regexp.MustCompile(`\b[0-9a-fA-F]{7,40}\b`)
+
+// namesCommit reports whether text names commit sha, in full or
+// abbreviated to 7 characters or more.
+func namesCommit(text, sha string) bool {
+	if len(sha) < 7 {
+		return false
+	}
+	sha = strings.ToLower(sha)
+	for _, w := range shaWordRE.FindAllString(text, -1) {
+		if strings.HasPrefix(sha, strings.ToLower(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 // onMentions queues every @login of a registered agent other than the

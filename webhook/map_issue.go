@@ -195,6 +195,9 @@ func (e *eventCtx) onIssueClosed(ctx context.Context, i repository.Issue, order 
 			func(t repository.Task) bool { return !t.ActionType.Notification() }); err != nil {
 			return err
 		}
+		if err := e.tx.WakeDependents(ctx, i.Repo, i.Number); err != nil {
+			return err
+		}
 	}
 	creator, closer := e.ev.Issue.Author, e.ev.Sender
 	ag, registered := e.agent(creator)

@@ -190,49 +190,21 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (repository.Task, bool, 
 		n.MaxRetries = e.m.cfg.MaxRetries
 	}
 	log := e.log.With("issue", n.IssueNumber, "action_type", n.ActionType, "agent", n.Agent)
-	if !s.notification && n.IssueNumber > 0 {
-		closedAt, closed, err := e.closedAt(ctx, n.Repo, n.IssueNumber)
-		if err != nil {
-			return repository.Task{}, false, err
-		}
-		if closed && !s.at.After(closedAt) {
-			log.Debug("not creating task: the issue was closed after the event")
-			return repository.Task{}, false, nil
-		}
-	}
-	if n.IssueNumber > 0 {
-		recent, err := e.tx.TasksCreatedSince(ctx, n.Repo, n.IssueNumber, 3600)
-		if err != nil {
-			return repository.Task{}, false, err
-		}
-		if recent >= e.m.cfg.TaskBudgetPerHour {
-			log.Warn("task budget of the issue spent: not creating task", "budget_per_hour", e.m.cfg.TaskBudgetPerHour)
-			e.m.cfg.Metrics.budgetHits.WithLabelValues(string(n.ActionType)).Inc()
-			return repository.Task{}, false, nil
-		}
-	}
-	task, created, err := e.tx.CreateTask(ctx, n)
-	if err != nil {
+	task, refused, err := e.tx.CreateGuarded(ctx, n, repository.Guard{At: s.at, Notification: s.notification,
+		BudgetPerHour: e.m.cfg.TaskBudgetPerHour})
+	switch {
+	case err != nil:
 		return repository.Task{}, false, err
-	}
-	if created {
+	case refused == repository.RefusedClosed:
+		log.Debug("not creating task: the issue was closed after the event")
+	case refused == repository.RefusedBudget:
+		log.Warn("task budget of the issue spent: not creating task", "budget_per_hour", e.m.cfg.TaskBudgetPerHour)
+		e.m.cfg.Metrics.budgetHits.WithLabelValues(string(n.ActionType)).Inc()
+	case refused == "":
 		log.Info("task created", "task_id", task.ID, "business_type", task.BusinessType)
 		e.m.cfg.Metrics.tasksCreated.WithLabelValues(string(n.ActionType)).Inc()
 	}
-	return task, created, nil
-}
-
-// closedAt reports whether the issue or pull request is known closed, and
-// since when.
-func (e *eventCtx) closedAt(ctx context.Context, repo string, number int) (time.Time, bool, error) {
-	if pr, ok, err := e.tx.PullRequest(ctx, repo, number); err != nil || ok {
-		return pr.ClosedAt, ok && pr.State == "closed", err
-	}
-	issue, ok, err := e.tx.Issue(ctx, repo, number)
-	if err != nil || !ok {
-		return time.Time{}, false, err
-	}
-	return issue.ClosedAt, issue.Closed(), nil
+	return task, refused == "", nil
 }
 
 // apply moves a task and logs what happened; anomalies (a terminal event

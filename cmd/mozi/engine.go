@@ -116,7 +116,8 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
 		Retention: cfg.Ticker.Retention, MaxRetries: repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		WatchdogEvery: cfg.Ticker.SweepEvery, WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
-		WakeInbox: wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
+		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
+		WakeInbox:         wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
 	}, store, tg)
 	return en, nil
 }

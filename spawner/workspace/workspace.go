@@ -33,11 +33,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/moziplus/mozi/repository"
 )
 
 // Mode says what a worktree checks out.
@@ -168,12 +169,9 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{cfg: cfg, git: g, repos: map[string]*repoState{}, active: map[int64]activeRun{}}, nil
 }
 
-var repoRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
-
 // checkRepo refuses names that would escape the root.
 func checkRepo(repo string) error {
-	owner, name, _ := strings.Cut(repo, "/")
-	if !repoRE.MatchString(repo) || owner == "." || owner == ".." || name == "." || name == ".." {
+	if !repository.ValidRepo(repo) {
 		return fmt.Errorf("workspace: %q is not a repository name", repo)
 	}
 	return nil

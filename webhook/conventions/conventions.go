@@ -154,7 +154,19 @@ func Mentions(body string) []string {
 	return out
 }
 
-var inlineCodeRE = regexp.MustCompile("`[^`\n]*`")
+var inlineCodeRE = regexp.MustCompile("`+[^`\n]*`+")
+
+// opensFence reports whether a line opens a fenced code block with marker.
+// A backtick fence's info string cannot hold a backtick (CommonMark), so
+// "```code```" on one line is an inline span, not a fence that would hide
+// every later line.
+func opensFence(trimmed, marker string) bool {
+	if !strings.HasPrefix(trimmed, marker) {
+		return false
+	}
+	rest := strings.TrimLeft(trimmed, marker[:1])
+	return marker != "```" || !strings.Contains(rest, "`")
+}
 
 // stripCode blanks fenced code blocks (``` or ~~~) and inline code spans.
 func stripCode(body string) string {
@@ -168,9 +180,9 @@ func stripCode(body string) string {
 				fence = ""
 			}
 			lines[i] = ""
-		case strings.HasPrefix(trimmed, "```"):
+		case opensFence(trimmed, "```"):
 			fence, lines[i] = "```", ""
-		case strings.HasPrefix(trimmed, "~~~"):
+		case opensFence(trimmed, "~~~"):
 			fence, lines[i] = "~~~", ""
 		default:
 			lines[i] = inlineCodeRE.ReplaceAllString(line, "")

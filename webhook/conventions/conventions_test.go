@@ -99,6 +99,10 @@ func TestMentions(t *testing.T) {
 		{"inline code", "run `@coder1 build` then ask @coder2", []string{"coder2"}},
 		{"fenced code", "```\n@coder1\n```\n~~~\n@coder3\n~~~\n@coder2", []string{"coder2"}},
 		{"quoted line", "> @coder1 please fix\nthanks @coder2", []string{"coder2"}},
+		{"one-line triple-backtick span is no fence", "```make test``` fails\n@coder2 please look\n@coder3 too",
+			[]string{"coder2", "coder3"}},
+		{"fence with an info string", "```go\n@coder1\n```\n@coder2", []string{"coder2"}},
+		{"double-backtick span", "``@coder1 `x` `` and @coder2", []string{"coder2"}},
 		{"trailing punctuation", "ping @lead.", []string{"lead"}},
 		{"line start and brackets", "@a (@b) [@c]", []string{"a", "b", "c"}},
 	}

@@ -19,6 +19,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/moziplus/mozi/repository"
 )
 
 // Headers are the webhook headers mozi reads.
@@ -243,9 +245,8 @@ func Parse(kind Kind, body []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: %s", ErrMalformed, jsonProblem(err))
 	}
 	ev := Event{Kind: kind, Action: Clean(w.Action), Repo: Clean(w.Repository.FullName), Sender: w.Sender.login()}
-	if owner, name, ok := strings.Cut(ev.Repo, "/"); !ok || owner == "" || name == "" ||
-		strings.ContainsAny(name, "/ \t\n") || strings.ContainsAny(owner, " \t\n") {
-		return Event{}, fmt.Errorf("repository.full_name %q is not owner/name", ev.Repo)
+	if !repository.ValidRepo(ev.Repo) {
+		return Event{}, fmt.Errorf("repository.full_name %q is not owner/name (letters, digits, '-', '_' and '.')", ev.Repo)
 	}
 	switch kind {
 	case KindIssue:

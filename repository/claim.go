@@ -29,7 +29,8 @@ type ClaimRequest struct {
 // counted from the database, hold exactly.
 const claimLockKey = 0x6d6f7a69 // "mozi"
 
-// claimSQL picks due tasks: pending, not_before passed, for issue work
+// claimSQL picks due tasks: pending, not_before passed, their repository's
+// circuit breaker closed, for issue work
 // their Depends: and blocked-by issues not open (notifications, reviews and
 // mentions do not wait for dependencies), their agent enabled and under its
 // limit, no run of the same agent live on the same issue; highest priority
@@ -55,6 +56,7 @@ WITH agents AS (
         SELECT t.id, t.agent, t.repo, t.issue_number, t.priority, t.not_before
         FROM task_state t
         WHERE t.status = 'pending' AND t.agent = f.login AND t.not_before <= now()
+          AND NOT EXISTS (SELECT 1 FROM repo_breakers b WHERE b.repo = t.repo AND b.open_until > now())
           AND NOT EXISTS (
             SELECT 1 FROM task_state r
             WHERE r.repo = t.repo AND r.issue_number = t.issue_number AND r.agent = t.agent

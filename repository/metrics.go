@@ -32,11 +32,13 @@ type taskCollector struct {
 	tasks   *prometheus.Desc
 	oldest  *prometheus.Desc
 	stalled *prometheus.Desc
+	open    *prometheus.Desc
 	running *prometheus.Desc
 }
 
 // NewTaskCollector exports mozi_tasks, mozi_task_oldest_age_seconds,
-// mozi_task_stalled_oldest_age_seconds and mozi_agent_runs_active. Every status and action type, and every agent
+// mozi_task_stalled_oldest_age_seconds, mozi_circuit_breakers_open and
+// mozi_agent_runs_active. Every status and action type, and every agent
 // declared, is exported, with 0 when there is none: a panel or an alert
 // should see a zero, not an absent series.
 func NewTaskCollector(store *Store, agents []string, logger *slog.Logger) prometheus.Collector {
@@ -52,6 +54,9 @@ func NewTaskCollector(store *Store, agents []string, logger *slog.Logger) promet
 		stalled: prometheus.NewDesc("mozi_task_stalled_oldest_age_seconds",
 			"Working tasks whose agent's run ended without what moves them on (a pull request, an [Action Report], a push, a review): time since the least recently moved one moved (0: none).",
 			nil, nil),
+		open: prometheus.NewDesc("mozi_circuit_breakers_open",
+			"Repositories whose circuit breaker is open: new agent runs there are paused after a storm of agent comments.",
+			nil, nil),
 		running: prometheus.NewDesc("mozi_agent_runs_active",
 			"Agent runs holding a live lease (claimed or running), across every mozi on the database, by agent.",
 			[]string{"agent"}, nil),
@@ -62,6 +67,7 @@ func (c *taskCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tasks
 	ch <- c.oldest
 	ch <- c.stalled
+	ch <- c.open
 	ch <- c.running
 }
 
@@ -104,6 +110,13 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.GaugeValue, stalled.Seconds())
+	open, err := c.store.OpenBreakers(ctx)
+	if err != nil {
+		c.logger.Warn("circuit breaker metric unavailable", "error", err)
+		ch <- prometheus.NewInvalidMetric(c.open, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(open))
 	running, err := c.store.RunningByAgent(ctx)
 	if err != nil {
 		c.logger.Warn("agent run metrics unavailable", "error", err)

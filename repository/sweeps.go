@@ -193,6 +193,8 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 			{&r.Effects, `DELETE FROM webhook_effects WHERE created_at < $1`},
 			{&r.Mentions, `DELETE FROM mention_queue WHERE consumed_at < $1`},
 			{&r.Statuses, `DELETE FROM commit_statuses WHERE created_at < $1`},
+			// The breaker looks back minutes, not the retention.
+			{new(int64), `DELETE FROM agent_comments WHERE created_at < GREATEST($1, now() - interval '1 day')`},
 		} {
 			tag, err := tx.tx.Exec(ctx, q.sql, cutoff)
 			if err != nil {

@@ -385,3 +385,31 @@ func (t *Ticker) watchdog(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// breakers posts, once per trip, a comment where a repository's circuit
+// breaker tripped, so people see why agents went quiet.
+func (t *Ticker) breakers(ctx context.Context) (int, error) {
+	if t.cfg.Commenter == nil {
+		return 0, nil
+	}
+	open, err := t.store.UnannouncedBreakers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range open {
+		claimed, err := t.store.AnnounceBreaker(ctx, b)
+		if err != nil || !claimed {
+			return n, err
+		}
+		body := fmt.Sprintf("**mozi**: agents posted %d comments on %s within %s, so mozi paused new agent runs on this repository "+
+			"until %s UTC (circuit breaker). Runs in progress finish; waiting tasks start after that, by themselves.",
+			b.Comments, b.Repo, t.cfg.BreakerWindow, b.OpenUntil.UTC().Format("2006-01-02 15:04"))
+		if _, err := t.cfg.Commenter.PostComment(ctx, b.Repo, b.Issue, body); err != nil {
+			t.cfg.Logger.Warn("circuit breaker comment not posted", "repo", b.Repo, "issue", b.Issue, "error", err)
+			continue
+		}
+		n++
+	}
+	return n, nil
+}

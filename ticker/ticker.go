@@ -67,6 +67,10 @@ type Config struct {
 	TaskBudgetPerHour int
 	// Notifier tells the issue when the watchdog fails a task (nil: nobody).
 	Notifier *notice.Notifier
+	// Commenter posts the one comment of a tripped circuit breaker (nil:
+	// none is posted); BreakerWindow is the breaker's look-back, for it.
+	Commenter     notice.Commenter
+	BreakerWindow time.Duration
 	// WakeInbox and WakeDispatcher are called when the ticker added work.
 	WakeInbox      func()
 	WakeDispatcher func()
@@ -138,6 +142,7 @@ const (
 	JobOrphans     = "orphans"
 	JobPrune       = "prune"
 	JobWatchdog    = "watchdog"
+	JobBreakers    = "breakers"
 )
 
 // DefaultWatchdogQuiet is how long a task waits on its agent's output
@@ -158,6 +163,7 @@ func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 		{name: JobOrphans, every: cfg.OrphansEvery, run: t.orphans},
 		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
 		{name: JobWatchdog, every: cfg.WatchdogEvery, run: t.watchdog},
+		{name: JobBreakers, every: cfg.RescueEvery, run: t.breakers},
 	}
 	return t
 }

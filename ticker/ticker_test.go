@@ -76,13 +76,17 @@ type world struct {
 	gitea     *fakeGitea
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, opts ...func(*webhook.MapperConfig)) *world {
 	t.Helper()
 	store := pgtest.Store(t)
 	agents := webhook.NewAgents([]webhook.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
 		{Login: "lead", Lead: true}})
-	mapper := webhook.NewMapper(webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
-		TaskBudgetPerHour: 1000})
+	mcfg := webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
+		TaskBudgetPerHour: 1000}
+	for _, o := range opts {
+		o(&mcfg)
+	}
+	mapper := webhook.NewMapper(mcfg)
 	intake, err := webhook.NewIntake(store, webhook.IntakeConfig{InsecureNoSignature: true})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -473,4 +477,52 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 	mentions, err := w.store.Mentions(ctx, "acme/widget", 91)
 	require.NoError(t, err)
 	assert.Equal(t, "skipped", mentions[0].Outcome, "consumed, not left to retry for ever")
+}
+
+// A storm of agent comments on one repository trips its circuit breaker:
+// new agent runs there pause (other repositories go on), the issue gets
+// one comment saying so, and the breaker closes by itself.
+func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
+	w := newWorld(t, func(c *webhook.MapperConfig) {
+		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: 2 * time.Second}
+	})
+	ctx := context.Background()
+	comment := recording.Find(w.fixtures, "016") // a comment on acme/widget#3
+	for i := range 5 {
+		storm, err := comment.Edit(func(p map[string]any) {
+			c := p["comment"].(map[string]any)
+			c["id"], c["body"] = 7000+i, fmt.Sprintf("ping %d", i)
+			c["user"].(map[string]any)["login"] = "coder1"
+			p["sender"].(map[string]any)["login"] = "coder1"
+		})
+		require.NoError(t, err)
+		storm.Name = fmt.Sprintf("storm-%d", i)
+		w.send(storm)
+	}
+	for _, repo := range []string{"acme/widget", "acme/gadget"} {
+		_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: 50, ActionType: repository.ActionMention,
+			Agent: "coder2", Priority: 2})
+		require.NoError(t, err)
+	}
+	claim := func() []string {
+		tasks, err := w.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 10, LeaseTTL: time.Minute,
+			Agents: []repository.AgentLimit{{Login: "coder2", MaxConcurrency: 10}}})
+		require.NoError(t, err)
+		var repos []string
+		for _, task := range tasks {
+			repos = append(repos, task.Repo)
+		}
+		return repos
+	}
+	assert.Equal(t, []string{"acme/gadget"}, claim(), "acme/widget is paused, acme/gadget is not")
+
+	commenter := &fakeCommenter{}
+	tk := w.ticker(ticker.Config{Commenter: commenter, BreakerWindow: 10 * time.Minute})
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobBreakers))
+	assert.Zero(t, tk.RunJob(ctx, ticker.JobBreakers), "one comment per trip")
+	require.Len(t, commenter.comments[3], 1)
+	assert.Contains(t, commenter.comments[3][0], "paused new agent runs")
+
+	require.Eventually(t, func() bool { return len(claim()) == 1 }, 10*time.Second, 100*time.Millisecond,
+		"the breaker closes by itself after its cooldown")
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/webhook/conventions"
@@ -21,10 +22,31 @@ func (e *eventCtx) onComment(ctx context.Context) error {
 	if err := e.lock(ctx, number); err != nil {
 		return err
 	}
+	if err := e.countAgentComment(ctx, number); err != nil {
+		return err
+	}
 	if err := e.onReport(ctx, number); err != nil {
 		return err
 	}
 	return e.onMentions(ctx, number, c.Author)
+}
+
+// countAgentComment feeds the repository's circuit breaker (SPEC §10):
+// agents answering agents in a storm pause new agent runs on the
+// repository until it calms down.
+func (e *eventCtx) countAgentComment(ctx context.Context, number int) error {
+	c := e.ev.Comment
+	if _, isAgent := e.agent(c.Author); !isAgent || e.ev.Action != "created" {
+		return nil
+	}
+	b, tripped, err := e.tx.RecordAgentComment(ctx, e.ev.Repo, number, c.Author, c.ID, e.m.cfg.Breaker)
+	if err != nil || !tripped {
+		return err
+	}
+	e.log.Warn("circuit breaker tripped: agents comment too much, new agent runs on the repository are paused",
+		"comments", b.Comments, "window", e.m.cfg.Breaker.Window.String(), "until", b.OpenUntil.UTC().Format(time.RFC3339))
+	e.m.cfg.Metrics.breakerTrips.Inc()
+	return nil
 }
 
 // onReport applies an [Action Report]: its fields are stored on the

@@ -25,6 +25,9 @@ type MapperConfig struct {
 	// MaxMentionHops caps the length of agent-to-agent mention chains
 	// (default 4).
 	MaxMentionHops int
+	// Breaker trips a repository's circuit breaker on a storm of agent
+	// comments (Comments 0: never).
+	Breaker repository.BreakerPolicy
 	// DiscussionGrace is how long an unassigned top-level issue waits for
 	// an assignee before it is broadcast for discussion (default 2m).
 	DiscussionGrace time.Duration

@@ -15,6 +15,7 @@ type Metrics struct {
 	tasksCreated      *prometheus.CounterVec
 	budgetHits        *prometheus.CounterVec
 	hopLimits         prometheus.Counter
+	breakerTrips      prometheus.Counter
 	anomalies         *prometheus.CounterVec
 	incompleteReports *prometheus.CounterVec
 }
@@ -54,6 +55,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mozi_task_budget_hits_total",
 			Help: "Tasks not created because the issue's hourly task budget was spent, by action type.",
 		}, []string{"action_type"}),
+		breakerTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mozi_circuit_breaker_trips_total",
+			Help: "Repositories whose circuit breaker tripped: a storm of agent comments paused new agent runs there.",
+		}),
 		hopLimits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mozi_mention_hop_limit_total",
 			Help: "Mentions not turned into tasks because the agent-to-agent chain was too long.",
@@ -69,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.deliveries, m.ackSeconds, m.batchSize, m.processed, m.processSeconds,
-			m.tasksCreated, m.budgetHits, m.hopLimits, m.anomalies, m.incompleteReports)
+			m.tasksCreated, m.budgetHits, m.hopLimits, m.breakerTrips, m.anomalies, m.incompleteReports)
 	}
 	return m
 }

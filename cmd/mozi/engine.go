@@ -105,9 +105,12 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		SpawnsPerIssuePerDay: cfg.Dispatcher.SpawnsPerIssuePerDay, SpawnsPerAgentPerDay: cfg.Dispatcher.SpawnsPerAgentPerDay,
 		MaxHops: cfg.Webhook.MaxMentionHops, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
 	}, store, en.reader, en.spawner)
-	var tg ticker.Gitea
+	var (
+		tg        ticker.Gitea
+		commenter notice.Commenter
+	)
 	if en.gitea != nil {
-		tg = en.gitea
+		tg, commenter = en.gitea, en.gitea
 	}
 	en.ticker = ticker.New(ticker.Config{
 		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg),
@@ -116,8 +119,9 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
 		Retention: cfg.Ticker.Retention, MaxRetries: repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		WatchdogEvery: cfg.Ticker.SweepEvery, WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
-		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
-		WakeInbox:         wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
+		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour, BreakerWindow: cfg.Webhook.CircuitBreaker.Window,
+		Commenter: commenter,
+		WakeInbox: wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
 	}, store, tg)
 	return en, nil
 }

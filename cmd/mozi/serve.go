@@ -40,13 +40,15 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		MaxRetries:        repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
 		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
-		DiscussLabel:      cfg.Webhook.DiscussLabel,
-		DeployContext:     deploy,
-		InfraContext:      infra,
-		Route:             templates.RouteBusinessType,
-		ReportFields:      set.ReportFields,
-		Logger:            logger,
-		Metrics:           metrics,
+		Breaker: repository.BreakerPolicy{Comments: cfg.Webhook.CircuitBreaker.Comments,
+			Window: cfg.Webhook.CircuitBreaker.Window, Cooldown: cfg.Webhook.CircuitBreaker.Cooldown},
+		DiscussLabel:  cfg.Webhook.DiscussLabel,
+		DeployContext: deploy,
+		InfraContext:  infra,
+		Route:         templates.RouteBusinessType,
+		ReportFields:  set.ReportFields,
+		Logger:        logger,
+		Metrics:       metrics,
 	}), nil
 }
 

@@ -129,6 +129,19 @@ type Webhook struct {
 	// InfraContext matches contexts of runners and infrastructure
 	// (default (?i)runner|infra).
 	InfraContext string `yaml:"infra_context"`
+	// CircuitBreaker pauses new agent runs on a repository whose agents
+	// comment in a storm.
+	CircuitBreaker CircuitBreaker `yaml:"circuit_breaker"`
+}
+
+// CircuitBreaker configures the per-repository circuit breaker (SPEC §10).
+type CircuitBreaker struct {
+	// Comments by agents within Window above which the breaker trips
+	// (default 30 in 10m); it stays open for Cooldown (default 30m), then
+	// closes by itself.
+	Comments int           `yaml:"comments"`
+	Window   time.Duration `yaml:"window"`
+	Cooldown time.Duration `yaml:"cooldown"`
 }
 
 // Templates selects the toolchain templates.
@@ -489,6 +502,9 @@ func (c *Config) applyDefaults() {
 	w.DiscussLabel = cmp.Or(w.DiscussLabel, "mozi/discuss")
 	w.DeployContext = cmp.Or(w.DeployContext, "(?i)deploy")
 	w.InfraContext = cmp.Or(w.InfraContext, "(?i)runner|infra")
+	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, 30)
+	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, 10*time.Minute)
+	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, 30*time.Minute)
 	if c.Templates.Locale == "" {
 		c.Templates.Locale = "en"
 	}
@@ -614,7 +630,8 @@ func (c *Config) validate() error {
 		return c.fail("webhook.max_body_bytes", "must be at least 1024, got %d", c.Webhook.MaxBodyBytes)
 	}
 	for key, n := range map[string]int{"webhook.max_attempts": c.Webhook.MaxAttempts,
-		"webhook.task_budget_per_hour": c.Webhook.TaskBudgetPerHour, "webhook.max_mention_hops": c.Webhook.MaxMentionHops} {
+		"webhook.circuit_breaker.comments": c.Webhook.CircuitBreaker.Comments,
+		"webhook.task_budget_per_hour":     c.Webhook.TaskBudgetPerHour, "webhook.max_mention_hops": c.Webhook.MaxMentionHops} {
 		if n < 1 {
 			return c.fail(key, "must be at least 1, got %d", n)
 		}
@@ -631,7 +648,8 @@ func (c *Config) validate() error {
 		"spawner.retry_max": c.Spawner.RetryMax, "ticker.reconcile_every": c.Ticker.ReconcileEvery,
 		"ticker.status_poll_every": c.Ticker.StatusPollEvery, "ticker.retention": c.Ticker.Retention,
 		"ticker.leader_ttl": c.Ticker.LeaderTTL, "ticker.sweep_every": c.Ticker.SweepEvery,
-		"ticker.watchdog_quiet": c.Ticker.WatchdogQuiet} {
+		"ticker.watchdog_quiet": c.Ticker.WatchdogQuiet, "webhook.circuit_breaker.window": c.Webhook.CircuitBreaker.Window,
+		"webhook.circuit_breaker.cooldown": c.Webhook.CircuitBreaker.Cooldown} {
 		if d < 0 {
 			return c.fail(key, "must be positive, got %s", d)
 		}

@@ -102,6 +102,12 @@ func setup(ctx context.Context) (stop func(), err error) {
 		}
 		cleanup = append(cleanup, func() { _ = cluster.Stop() })
 		adminURL = cluster.URL()
+		// The processes this test binary starts (the fuzzer's workers) use
+		// this cluster instead of each starting its own.
+		if err := os.Setenv(EnvURL, adminURL); err != nil {
+			return stop, fmt.Errorf("share the cluster: %w", err)
+		}
+		cleanup = append(cleanup, func() { _ = os.Unsetenv(EnvURL) })
 	}
 	if baseURL, err = url.Parse(adminURL); err != nil {
 		return stop, fmt.Errorf("parse %s: invalid URL", EnvURL)

@@ -24,7 +24,7 @@ const EnvRequire = "MOZI_REQUIRE_SANDBOX"
 
 // openDir is a temporary directory every user can traverse, as mozi's
 // state directory is for the agents' user (t.TempDir is private to root).
-func openDir(t *testing.T) string {
+func openDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "mozi-sandbox-test-")
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func newSandbox(t *testing.T) *sandbox.Sandbox {
 
 // agentUser is who the agent runs as: as root, an unprivileged user (as
 // mozi does); else mozi's own user.
-func agentUser(t *testing.T) *syscall.Credential {
+func agentUser() *syscall.Credential {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ type world struct {
 	home      string
 }
 
-func newWorld(t *testing.T) world {
+func newWorld(t testing.TB) world {
 	base := openDir(t)
 	w := world{dataDir: filepath.Join(base, "state"), config: filepath.Join(base, "etc", "mozi.yaml")}
 	w.ownTree = filepath.Join(w.dataDir, "workspaces", "trees", "acme", "widget", "1")
@@ -81,7 +81,7 @@ func newWorld(t *testing.T) world {
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	require.NoError(t, os.Chmod(w.socket, 0o777))
-	if cred := agentUser(t); cred != nil {
+	if cred := agentUser(); cred != nil {
 		for _, d := range []string{w.ownTree, w.home} {
 			require.NoError(t, os.Chown(d, int(cred.Uid), int(cred.Gid)))
 		}
@@ -99,7 +99,7 @@ func runIn(t *testing.T, sb *sandbox.Sandbox, spec sandbox.Spec, limits sandbox.
 	require.NoError(t, err)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"}, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: agentUser(t)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: agentUser()}
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
@@ -159,7 +159,7 @@ func TestTimeoutKillsEvenSetsidGrandchildren(t *testing.T) {
 	require.NoError(t, err)
 	r := &spawner.ProcessRunner{KillGrace: 200 * time.Millisecond}
 	res := r.Run(context.Background(), spawner.Command{Argv: argv, Dir: w.ownTree, Timeout: 700 * time.Millisecond,
-		LogPath: filepath.Join(t.TempDir(), "run.log"), Credential: agentUser(t),
+		LogPath: filepath.Join(t.TempDir(), "run.log"), Credential: agentUser(),
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + w.home}})
 	assert.Equal(t, spawner.OutcomeTimeout, res.Outcome)
 	require.Eventually(t, func() bool { return !processWith(marker) }, 5*time.Second, 20*time.Millisecond,

@@ -37,3 +37,16 @@ func (s *Store) ReleaseLeadership(ctx context.Context, name, holder string) erro
 	}
 	return nil
 }
+
+// Leader returns who holds the named lease, if anyone holds it unexpired.
+func (s *Store) Leader(ctx context.Context, name string) (string, bool, error) {
+	var holder string
+	err := s.pool.QueryRow(ctx, `SELECT holder FROM leader_leases WHERE name = $1 AND expires_at > now()`, name).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read leader of %s: %w", name, err)
+	}
+	return holder, true, nil
+}

@@ -52,7 +52,7 @@ func (h *countingHandler) Handle(ctx context.Context, t repository.Task) {
 }
 
 func benchDispatch(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench")
+	fs := newFlagSet(e, "bench dispatch")
 	n := fs.Int("tasks", 20000, "tasks in the no-op run")
 	nProc := fs.Int("processes", 1000, "tasks in the /bin/true run")
 	concurrency := fs.Int("concurrency", 64, "dispatcher concurrency")

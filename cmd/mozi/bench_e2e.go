@@ -33,7 +33,7 @@ import (
 // process runs. The agent is bash writing $EPOCHREALTIME (a builtin: no
 // extra process) to a journal, so the latency includes bash's own start.
 func benchE2E(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench")
+	fs := newFlagSet(e, "bench e2e")
 	sequential := fs.Int("sequential", 200, "webhooks sent one at a time, each after the previous agent started")
 	rate := fs.Int("rate", 20, "webhooks per second of the fixed-rate run (0: skip)")
 	duration := fs.Duration("duration", 10*time.Second, "length of the fixed-rate run")

@@ -21,7 +21,7 @@ import (
 const benchSecret = "bench-secret"
 
 func benchIntake(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench")
+	fs := newFlagSet(e, "bench intake")
 	n := fs.Int("deliveries", 20000, "deliveries per closed-loop run")
 	clientList := fs.String("clients", "8,32", "concurrent clients, one closed-loop run each")
 	rate := fs.Int("rate", 1000, "deliveries per second of the fixed-rate latency run (0: skip)")

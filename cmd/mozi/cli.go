@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // env is what every subcommand gets from the outside world.
@@ -121,7 +122,7 @@ func newFlagSet(e *env, name string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		w := fs.Output()
-		for _, c := range commands() {
+		for _, c := range append(commands(), benchCommands...) {
 			if c.name == name {
 				fmt.Fprintf(w, "Usage: mozi %s %s\n\n%s.\n", c.name, c.args, c.summary)
 			}
@@ -150,10 +151,13 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 	// Flags may come before or after positional arguments
 	// (mozi migrate status --config x): parse, set aside one positional,
 	// parse the rest.
+	// The flag package would print the error and the whole usage; mozi
+	// prints one line (main adds "mozi: ") and where to find the usage.
+	fs.SetOutput(io.Discard)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return usagef("%v", err)
+			return usagef("%v (mozi %s --help lists its flags)", err, strings.TrimPrefix(fs.Name(), "mozi "))
 		}
 		if fs.NArg() == 0 {
 			break

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,18 +39,36 @@ func (v verdict) String() string {
 // doctor collects the checks' verdicts.
 type doctor struct {
 	out      io.Writer
+	getenv   func(string) string
+	asJSON   bool
+	checks   []checkResult
 	failures int
 	warnings int
 }
 
+// checkResult is one check, as --json prints it.
+type checkResult struct {
+	Verdict string `json:"verdict"` // ok, warn, fail
+	Check   string `json:"check"`
+	Found   string `json:"found"`
+	Hint    string `json:"hint,omitempty"`
+}
+
 // report prints one check: verdict, subject, what was found and, when it
-// is not ok, what to do.
+// is not ok, what to do (with --json, it is kept for the document printed
+// at the end).
 func (d *doctor) report(v verdict, subject, found, hint string) {
-	line := fmt.Sprintf("%-4s  %-22s %s", v, subject, found)
-	if v != verdictOK && hint != "" {
-		line += " — " + hint
+	if v == verdictOK {
+		hint = ""
 	}
-	fmt.Fprintln(d.out, line)
+	d.checks = append(d.checks, checkResult{Verdict: strings.ToLower(v.String()), Check: subject, Found: found, Hint: hint})
+	if !d.asJSON {
+		line := fmt.Sprintf("%-4s  %-22s %s", v, subject, found)
+		if hint != "" {
+			line += " — " + hint
+		}
+		fmt.Fprintln(d.out, line)
+	}
 	switch v {
 	case verdictFail:
 		d.failures++
@@ -63,34 +82,71 @@ func runDoctor(ctx context.Context, e *env, args []string) error {
 	configPath := fs.String("config", "", "configuration file")
 	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
 	timeout := fs.Duration("timeout", 10*time.Second, "time limit of each network check")
+	asJSON := fs.Bool("json", false, "print the checks as one JSON document")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
-	d := &doctor{out: e.stdout}
-	cfg, err := config.Load(*configPath, e.getenv)
+	d := &doctor{out: e.stdout, getenv: e.getenv, asJSON: *asJSON}
+	if err := d.run(ctx, e, *configPath, *dataDir, *timeout); err != nil {
+		return err
+	}
+	if d.asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"checks": d.checks, "failed": d.failures, "warnings": d.warnings}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "\n%d failed, %d warnings\n", d.failures, d.warnings)
+	}
+	if d.failures > 0 {
+		return fmt.Errorf("%d of %d checks failed", d.failures, len(d.checks))
+	}
+	return nil
+}
+
+// run makes every check it can: a configuration that does not load stops
+// the rest.
+func (d *doctor) run(ctx context.Context, e *env, configPath, dataDir string, timeout time.Duration) error {
+	cfg, err := config.Load(configPath, e.getenv)
 	if err != nil {
 		d.report(verdictFail, "configuration", err.Error(), "fix the file; every other check needs it")
-		return errors.New("mozi doctor: 1 check failed")
+		return nil
 	}
 	d.report(verdictOK, "configuration", fmt.Sprintf("%s: %d agents, %d repositories", describeSource(cfg.Source),
 		len(cfg.Agents), len(cfg.Gitea.Repos)), "")
 	d.checkSecret(cfg)
 	d.checkTemplates(cfg)
-	d.checkDatabase(ctx, e, cfg, *dataDir, *timeout)
-	d.checkGitea(ctx, cfg, *timeout)
-	d.checkAgents(ctx, e, cfg, *dataDir)
-	fmt.Fprintf(e.stdout, "\n%d failed, %d warnings\n", d.failures, d.warnings)
-	if d.failures > 0 {
-		return fmt.Errorf("mozi doctor: %d checks failed", d.failures)
-	}
+	d.checkDatabase(ctx, e, cfg, dataDir, timeout)
+	d.checkGitea(ctx, cfg, timeout)
+	d.checkAgents(ctx, e, cfg, dataDir)
 	return nil
 }
+
+// demoSecrets are the example configurations' secrets: fine for a demo on
+// loopback, never for a Gitea that reaches mozi.
+var demoSecrets = []string{"demo-secret-change-me", "change-me", "secret"}
+
+// minSecretLen is the shortest webhook secret doctor accepts.
+const minSecretLen = 16
 
 func (d *doctor) checkSecret(cfg *config.Config) {
 	if len(cfg.Webhook.Secrets) == 0 {
 		d.report(verdictFail, "webhook secret", "none configured",
 			"set MOZI_WEBHOOK_SECRET (the same secret as in Gitea's webhook); mozi serve refuses to start without one")
 		return
+	}
+	for i, s := range cfg.Webhook.Secrets {
+		switch v := s.Value(); {
+		case slices.Contains(demoSecrets, v):
+			d.report(verdictFail, "webhook secret", fmt.Sprintf("secret %d is the example configuration's", i+1),
+				"anyone who read the example can sign webhooks: generate one (openssl rand -hex 32) for mozi and Gitea")
+			return
+		case len(v) < minSecretLen:
+			d.report(verdictFail, "webhook secret", fmt.Sprintf("secret %d has %d characters", i+1, len(v)),
+				fmt.Sprintf("use at least %d random characters (openssl rand -hex 32)", minSecretLen))
+			return
+		}
 	}
 	d.report(verdictOK, "webhook secret", fmt.Sprintf("%d configured", len(cfg.Webhook.Secrets)), "")
 }
@@ -263,21 +319,21 @@ func (d *doctor) checkAgents(ctx context.Context, e *env, cfg *config.Config, da
 		}
 		d.report(verdict, "agents' user", fmt.Sprintf("mozi runs as root: agents run as %s (uid %d)", cfg.Sandbox.User, runAs.Uid), hint)
 	}
-	sb := d.checkSandbox(cfg, dataDir, e, runAs)
+	stateDir, err := resolveStateDir(e, cfg, dataDir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		d.report(verdictFail, "data directory", err.Error(), "")
+		return
+	}
+	sb := d.checkSandbox(cfg, stateDir, runAs)
 	for _, a := range cfg.Agents {
-		d.checkAgent(ctx, e, cfg, a, sb, runAs)
+		d.checkAgent(ctx, cfg, a, stateDir, sb, runAs)
 	}
 }
 
 // checkSandbox checks, when an agent needs it, that bubblewrap is there
 // and works here as the agents' user (it needs user namespaces).
-func (d *doctor) checkSandbox(cfg *config.Config, dataDir string, e *env, runAs *syscall.Credential) *sandbox.Sandbox {
+func (d *doctor) checkSandbox(cfg *config.Config, stateDir string, runAs *syscall.Credential) *sandbox.Sandbox {
 	if !slices.ContainsFunc(cfg.Agents, func(a config.Agent) bool { return a.Sandbox == config.SandboxBwrap }) {
-		return nil
-	}
-	stateDir, err := resolveStateDir(e, cfg, dataDir, slog.New(slog.DiscardHandler))
-	if err != nil {
-		d.report(verdictFail, "sandbox", err.Error(), "")
 		return nil
 	}
 	sb, err := sandbox.New(cfg.Sandbox.Bwrap, filepath.Join(stateDir, "sandbox"))
@@ -302,7 +358,7 @@ func (d *doctor) checkSandbox(cfg *config.Config, dataDir string, e *env, runAs 
 // versionTimeout bounds an agent CLI's --version.
 const versionTimeout = 20 * time.Second
 
-func (d *doctor) checkAgent(ctx context.Context, e *env, cfg *config.Config, a config.Agent, sb *sandbox.Sandbox, runAs *syscall.Credential) {
+func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent, stateDir string, sb *sandbox.Sandbox, runAs *syscall.Credential) {
 	subject := "agent " + a.Login
 	bad := verdictFail
 	if a.Disabled {
@@ -319,10 +375,11 @@ func (d *doctor) checkAgent(ctx context.Context, e *env, cfg *config.Config, a c
 			"install it where the agents' user can run it, on mozi's PATH; tasks of this agent fail until then")
 		return
 	}
+	_, workdir := agentDirs(a, stateDir)
 	switch {
 	case a.Workspace == config.WorkspaceNone:
-		if err := writableDir(a.Workdir); err != nil {
-			d.report(bad, subject, "working directory "+a.Workdir+": "+err.Error(), "create it, writable by the user mozi runs as")
+		if err := writableDir(workdir); err != nil {
+			d.report(bad, subject, "working directory "+workdir+": "+err.Error(), "create it, writable by the user mozi runs as")
 			return
 		}
 	case remoteURL(cfg) == nil:
@@ -331,7 +388,7 @@ func (d *doctor) checkAgent(ctx context.Context, e *env, cfg *config.Config, a c
 		return
 	}
 	switch {
-	case a.TokenEnv != "" && e.getenv(a.TokenEnv) == "":
+	case a.TokenEnv != "" && d.getenv(a.TokenEnv) == "":
 		d.report(bad, subject, a.TokenEnv+" is not set", "export the agent's own Gitea token in "+a.TokenEnv)
 		return
 	case a.TokenFile != "":
@@ -354,7 +411,7 @@ func (d *doctor) checkAgent(ctx context.Context, e *env, cfg *config.Config, a c
 	}
 	where := "in a worktree per task"
 	if a.Workspace == config.WorkspaceNone {
-		where = "in " + a.Workdir
+		where = "in " + workdir
 	}
 	state := ""
 	if a.Disabled {

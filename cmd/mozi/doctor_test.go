@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -33,11 +34,12 @@ type doctorSetup struct {
 	config  string // replaces the generated file when set
 	extra   string // more top-level configuration
 	agent   string // more keys of the agent's entry
+	secret  string
 }
 
 func newDoctorSetup(t *testing.T) *doctorSetup {
 	t.Helper()
-	s := &doctorSetup{gitea: giteatest.New(), dbURL: pgtest.URL(t), token: giteatest.Token, command: "/bin/sh",
+	s := &doctorSetup{gitea: giteatest.New(), dbURL: pgtest.URL(t), token: giteatest.Token, command: "/bin/sh", secret: testSecret,
 		workdir: t.TempDir(), env: map[string]string{"CODER1_TOKEN": "token-coder1"}}
 	t.Cleanup(s.gitea.Close)
 	s.gitea.AddUser("token-coder1", "coder1")
@@ -59,7 +61,7 @@ webhook: {secrets: [%s], public_url: %q}
 %s
 agents:
   - {login: coder1, %sworkspace: none, workdir: %q, token_env: CODER1_TOKEN%s}
-`, s.dbURL, s.gitea.URL, s.token, testSecret, publicURL, s.extra, command, s.workdir, s.agent)
+`, s.dbURL, s.gitea.URL, s.token, s.secret, publicURL, s.extra, command, s.workdir, s.agent)
 	}
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 	return path
@@ -160,6 +162,10 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 		{"agent workdir not writable", func(t *testing.T, s *doctorSetup) {
 			s.workdir = "/proc/mozi-doctor/work"
 		}, "working directory /proc/mozi-doctor/work"},
+		{"the example configuration's secret", func(t *testing.T, s *doctorSetup) { s.secret = "demo-secret-change-me" },
+			"webhook secret         secret 1 is the example configuration's"},
+		{"a short secret", func(t *testing.T, s *doctorSetup) { s.secret = "hunter2" },
+			"webhook secret         secret 1 has 7 characters"},
 		{"bubblewrap missing", func(t *testing.T, s *doctorSetup) {
 			s.extra = "sandbox: {bwrap: /nonexistent/bwrap}"
 		}, "sandbox                sandbox unavailable: bubblewrap (/nonexistent/bwrap) not found"},
@@ -180,7 +186,7 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 			require.Len(t, fails, 1, "exactly one failure reported:\n%s", out)
 			assert.Contains(t, fails[0], tt.want)
 			assert.NotContains(t, out, giteatest.Token, "no secret in the report")
-			assert.NotContains(t, out, testSecret, "no secret in the report")
+			assert.NotContains(t, out, s.secret, "no secret in the report")
 		})
 	}
 }
@@ -200,4 +206,28 @@ func TestDoctorReportsEachCLIVersion(t *testing.T) {
 	out, err := s.run(t, "doctor")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `ok    agent coder1 +\S*codex \(codex-cli \d+\.\d+\.\d+\), in \S+, sandboxed`, out)
+}
+
+// mozi doctor --json prints one document a script can read.
+func TestDoctorJSON(t *testing.T) {
+	s := newDoctorSetup(t)
+	s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, true)
+	delete(s.env, "CODER1_TOKEN")
+	out, err := s.run(t, "doctor", "--json")
+	require.Error(t, err)
+	var report struct {
+		Checks []struct {
+			Verdict, Check, Found, Hint string
+		}
+		Failed, Warnings int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &report), out)
+	assert.Equal(t, 1, report.Failed)
+	var failed []string
+	for _, c := range report.Checks {
+		if c.Verdict == "fail" {
+			failed = append(failed, c.Check+": "+c.Found)
+		}
+	}
+	assert.Equal(t, []string{"agent coder1: CODER1_TOKEN is not set"}, failed)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -13,6 +14,8 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	configPath := fs.String("config", "", "configuration file")
 	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
 	to := fs.String("to", "", "down: roll back to this version (0: everything) instead of one step")
+	force := fs.Bool("force", false, "down: roll back even though a mozi serve is running against the database")
+	asJSON := fs.Bool("json", false, "status: print the migrations as JSON")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -47,6 +50,12 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "applied %d migration(s)\n", n)
 	case "down":
+		if live, who, err := liveServer(ctx, db); err != nil {
+			return err
+		} else if live && !*force {
+			return fmt.Errorf("a mozi serve is running against this database (%s): rolling its schema back under it "+
+				"breaks it; stop it first, or pass --force", who)
+		}
 		if *to != "" {
 			version, err := strconv.ParseInt(*to, 10, 64)
 			if err != nil || version < 0 {
@@ -73,6 +82,15 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			list := make([]map[string]any, len(states))
+			for i, st := range states {
+				list[i] = map[string]any{"version": st.Version, "name": st.Name, "applied": st.Applied}
+			}
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(list)
+		}
 		for _, st := range states {
 			state := "pending"
 			if st.Applied {
@@ -82,4 +100,18 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// liveServer reports whether a mozi serve uses the database: it owns the
+// embedded cluster this command attached to, or leads the ticker (its
+// lease is renewed every few seconds while it runs).
+func liveServer(ctx context.Context, db *database) (bool, string, error) {
+	if db.cluster != nil && db.cluster.Attached() {
+		return true, "it owns the embedded PostgreSQL in " + db.cluster.DataDir(), nil
+	}
+	holder, ok, err := db.store.Leader(ctx, "ticker")
+	if err != nil || !ok {
+		return false, "", err
+	}
+	return true, "replica " + holder + " leads its ticker", nil
 }

@@ -148,17 +148,27 @@ func pathInside(path, dir string) (string, bool) {
 	return "", false
 }
 
+// agentDirs are an agent's home and (workspace: none) working directory,
+// under the data directory unless configured.
+func agentDirs(a config.Agent, stateDir string) (home, workdir string) {
+	home, workdir = a.Home, a.Workdir
+	if home == "" {
+		home = filepath.Join(stateDir, "agents", a.Login, "home")
+	}
+	if workdir == "" && a.Workspace == config.WorkspaceNone {
+		workdir = filepath.Join(stateDir, "agents", a.Login, "work")
+	}
+	return home, workdir
+}
+
 // spawnerAgent is the spawner's view of a declared agent.
 func spawnerAgent(a config.Agent, stateDir string) (spawner.Agent, error) {
 	cmd, err := spawner.ResolveAgent(a.Preset, a.Command, a.Script, a.Args)
 	if err != nil {
 		return spawner.Agent{}, fmt.Errorf("agent %s: %w", a.Login, err)
 	}
-	home := a.Home
-	if home == "" {
-		home = filepath.Join(stateDir, "agents", a.Login, "home")
-	}
-	return spawner.Agent{Login: a.Login, Argv: cmd.Argv, Workdir: a.Workdir, Timeout: a.Timeout,
+	home, workdir := agentDirs(a, stateDir)
+	return spawner.Agent{Login: a.Login, Argv: cmd.Argv, Workdir: workdir, Timeout: a.Timeout,
 		TokenEnv: a.TokenEnv, TokenFile: a.TokenFile, Usage: cmd.Usage, MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens,
 		Env: a.Env, PassEnv: a.PassEnv, PresetEnv: cmd.Env, Home: home,
 		Worktree: a.Workspace == config.WorkspaceAuto, Sandboxed: a.Sandbox == config.SandboxBwrap,

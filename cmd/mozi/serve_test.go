@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +116,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-const testSecret = "s3cret-webhook"
+const testSecret = "s3cret-webhook-for-tests"
 
 // startServe runs `mozi serve` and waits until it logs its listen address.
 func startServe(t *testing.T, dataDir string, extraEnv ...string) *serveProc {
@@ -466,4 +467,52 @@ func TestReplayIntoARunningMozi(t *testing.T) {
 	assert.Contains(t, body, `mozi_webhook_deliveries_total{action="opened",event="issues",outcome="accepted"}`)
 	assert.Contains(t, body, `outcome="rejected_signature"`)
 	assert.Contains(t, body, "mozi_inbox_waiting")
+}
+
+// Rolling the schema back under a running mozi breaks it: migrate down
+// refuses while a replica leads the ticker, unless forced; status and
+// task show print JSON for scripts.
+func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.URL(t)
+	store, err := repository.Open(context.Background(), dbURL, repository.Options{})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	cfg := filepath.Join(t.TempDir(), "mozi.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("agents:\n  - {login: coder1, preset: shell, script: 'true'}\n"), 0o600))
+	mozi := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append(args, "--config", cfg),
+			func(k string) string { return map[string]string{"MOZI_DATABASE_URL": dbURL}[k] }, &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	ok, err := store.AcquireLeadership(context.Background(), "ticker", "host/42/abc", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	_, err = mozi("migrate", "down")
+	require.ErrorContains(t, err, "a mozi serve is running against this database (replica host/42/abc leads its ticker)")
+	out, err := mozi("migrate", "status", "--json")
+	require.NoError(t, err)
+	var states []struct {
+		Version int64
+		Applied bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &states))
+	require.NotEmpty(t, states)
+	assert.True(t, states[len(states)-1].Applied, "nothing was rolled back")
+
+	out, err = mozi("migrate", "down", "--force")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "rolled back 1 migration")
+
+	task, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
+	require.NoError(t, err)
+	out, err = mozi("task", "show", fmt.Sprint(task.ID), "--json")
+	require.NoError(t, err, out)
+	var shown map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &shown))
+	assert.Equal(t, "mention", shown["action_type"])
+	assert.Equal(t, []any{}, shown["attempts"])
 }

@@ -96,6 +96,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 	agent := fs.String("agent", "", "create: agent login")
 	business := fs.String("business", "", "create: business type of an issue_assigned task (default from labels)")
 	reason := fs.String("reason", "cancelled by an operator", "cancel: why")
+	asJSON := fs.Bool("json", false, "show: print the task and its attempts as JSON")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 	switch verb {
 	case "show":
-		return showTask(ctx, e, db.store, id)
+		return showTask(ctx, e, db.store, id, *asJSON)
 	case "retry":
 		res, err := db.store.Apply(ctx, id, repository.EventRequeue, repository.Change{})
 		if err != nil {
@@ -180,7 +181,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-func showTask(ctx context.Context, e *env, store *repository.Store, id int64) error {
+func showTask(ctx context.Context, e *env, store *repository.Store, id int64, asJSON bool) error {
 	t, err := store.Task(ctx, id)
 	if err != nil {
 		return err
@@ -188,6 +189,20 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64) er
 	attempts, err := store.Attempts(ctx, id)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		doc := taskJSON(t)
+		list := make([]map[string]any, len(attempts))
+		for i, a := range attempts {
+			list[i] = map[string]any{"attempt": a.Attempt, "runner": a.Runner, "started_at": a.StartedAt,
+				"finished_at": a.FinishedAt, "exit_code": a.ExitCode, "outcome": a.Outcome, "error": a.Error,
+				"duration_ms": a.Duration.Milliseconds(), "tokens_in": a.TokensIn, "tokens_out": a.TokensOut,
+				"cost_usd": a.CostUSD, "log_path": a.LogPath, "output_tail": a.OutputTail}
+		}
+		doc["attempts"] = list
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
 	}
 	w := e.stdout
 	fmt.Fprintf(w, "task %d: %s", t.ID, t.ActionType)

@@ -116,6 +116,7 @@ type Cluster struct {
 	user      *runUser
 	lock      *os.File
 	pm        *postmaster // nil until postgres was started
+	attached  bool        // another mozi process owns it (Attach)
 }
 
 // postmaster is one run of the postgres server process.
@@ -602,8 +603,13 @@ func Attach(stateDir string) (*Cluster, error) {
 		pgRoot:    filepath.Join(stateDir, "postgres"),
 		dataDir:   dataDir,
 		socketDir: socketDir,
+		attached:  true,
 	}, nil
 }
+
+// Attached reports whether another mozi process owns the cluster: it was
+// not started by this one but attached to (Attach).
+func (c *Cluster) Attached() bool { return c.attached }
 
 // postmasterInfo reads the pid (line 1) and socket directory (line 5) of
 // postmaster.pid.

@@ -105,6 +105,20 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, pos Positions) error {
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i], n.Content[i+1]
+			if key.Tag == "!!merge" {
+				// <<: *anchor (or a list of them) merges mappings of the
+				// same shape into this one.
+				merged := []*yaml.Node{val}
+				if val.Kind == yaml.SequenceNode {
+					merged = val.Content
+				}
+				for _, m := range merged {
+					if err := checkNode(m, t, path, pos); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			field, ok := fields[key.Value]
 			if !ok {
 				return unknownField(key, path, fields)

@@ -59,6 +59,11 @@ func LoadDir(dir string) ([]Fixture, error) {
 
 // LoadFile reads one recorded delivery (NAME.json and NAME.headers.json).
 func LoadFile(path string) (Fixture, error) {
+	// Either file of the pair names the delivery.
+	path = strings.TrimSuffix(path, ".headers.json")
+	if !strings.HasSuffix(path, ".json") {
+		path += ".json"
+	}
 	body, err := os.ReadFile(path)
 	if err != nil {
 		return Fixture{}, err

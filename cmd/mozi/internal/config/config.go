@@ -281,12 +281,13 @@ type Agent struct {
 	// keeps its flags for unattended runs and its usage parsing, which a
 	// copy of its argv in command: would lose.
 	Args []string `yaml:"args"`
-	// Workspace is auto (default: each run gets a git worktree of its
-	// task's repository, on the branch the task needs) or none (the agent
-	// works in Workdir and manages its checkout itself).
+	// Workspace is auto (each run gets a git worktree of its task's
+	// repository, on the branch the task needs) or none (the agent works in
+	// Workdir and manages its checkout itself). Default: auto, or none when
+	// a workdir is given.
 	Workspace string `yaml:"workspace"`
-	// Workdir is where the agent runs with workspace: none (required then;
-	// relative to the file).
+	// Workdir is where the agent runs with workspace: none (default
+	// <data dir>/agents/<login>/work; relative to the file).
 	Workdir string `yaml:"workdir"`
 	// Sandbox is bwrap (default: each run inside bubblewrap, mozi's
 	// files out of sight) or none (the run sees what mozi's user sees;
@@ -549,7 +550,14 @@ func (c *Config) applyDefaults() {
 		if a.Timeout == 0 {
 			a.Timeout = 30 * time.Minute
 		}
-		a.Workspace = cmp.Or(a.Workspace, WorkspaceAuto)
+		if a.Workspace == "" {
+			// An agent given its own directory keeps working there, as it
+			// did before mozi prepared worktrees.
+			a.Workspace = WorkspaceAuto
+			if a.Workdir != "" {
+				a.Workspace = WorkspaceNone
+			}
+		}
 		a.Sandbox = cmp.Or(a.Sandbox, SandboxBwrap)
 		l := &a.Limits
 		l.Memory = cmp.Or(l.Memory, 8<<30)
@@ -733,10 +741,10 @@ func (c *Config) validateAgents() error {
 		}
 		switch a.Workspace {
 		case WorkspaceAuto:
-		case WorkspaceNone:
-			if a.Workdir == "" {
-				return c.fail(key+".workdir", "agent %s has workspace: none and needs a working directory", a.Login)
+			if a.Workdir != "" {
+				return c.fail(key+".workdir", "agent %s works in a worktree per task (workspace: auto): workdir is for workspace: none", a.Login)
 			}
+		case WorkspaceNone:
 		default:
 			return c.fail(key+".workspace", "%q is not auto or none", a.Workspace)
 		}

@@ -110,9 +110,9 @@ func TestLoadErrorsNameFileLineAndKey(t *testing.T) {
 			want: `mozi.yaml:3: agents[1].lead: both a and b are lead: at most one agent leads`,
 		},
 		{
-			name: "missing workdir without a workspace",
-			body: "agents:\n  - login: a\n    preset: codex\n    workspace: none\n",
-			want: `mozi.yaml:2: agents[0].workdir: agent a has workspace: none and needs a working directory`,
+			name: "workdir with a worktree per task",
+			body: "agents:\n  - login: a\n    preset: codex\n    workspace: auto\n    workdir: /w\n",
+			want: `mozi.yaml:5: agents[0].workdir: agent a works in a worktree per task (workspace: auto): workdir is for workspace: none`,
 		},
 		{
 			name: "unknown sandbox",

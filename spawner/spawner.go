@@ -361,7 +361,7 @@ func (s *Spawner) command(a Agent, t repository.Task, r *prepared, prompt string
 	if err := os.WriteFile(promptFile, []byte(prompt), 0o644); err != nil {
 		return Command{}, fmt.Errorf("write prompt: %w", err)
 	}
-	env = append(env, "MOZI_PROMPT_FILE="+promptFile)
+	env = setEnv(env, "MOZI_PROMPT_FILE", promptFile)
 	args, stdin := argv(a.Argv, promptFile, prompt)
 	cmd := Command{Argv: args, Dir: r.dir, Env: env, Timeout: a.Timeout, Usage: a.Usage,
 		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, TailBytes: s.cfg.TailBytes, Credential: s.cfg.RunAs}
@@ -372,7 +372,7 @@ func (s *Spawner) command(a Agent, t repository.Task, r *prepared, prompt string
 		return cmd, nil
 	}
 	spec := sandbox.Spec{Chdir: r.dir, Writable: []string{r.dir}, ReadOnly: []string{r.runDir},
-		Tmp: filepath.Join(r.runDir, "tmp"), Hide: append([]string{s.cfg.StateDir}, s.cfg.Hide...)}
+		Tmp: filepath.Join(r.runDir, "tmp"), Hide: append([]string{s.cfg.StateDir}, s.cfg.Hide...), RunAs: s.cfg.RunAs}
 	if a.Home != "" {
 		spec.Writable = append(spec.Writable, a.Home)
 	}

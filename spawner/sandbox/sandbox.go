@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -57,6 +58,10 @@ type Spec struct {
 	// empty, files unreadable. Writable and read-only binds inside them
 	// come back.
 	Hide []string
+	// RunAs is the user bwrap runs as (nil: mozi's own). A path that user
+	// cannot reach anyway (inside root's 0700 home) needs no hiding, and
+	// bwrap could not mount over it.
+	RunAs *syscall.Credential
 }
 
 // Sandbox builds bwrap command lines.
@@ -157,6 +162,8 @@ func (s *Sandbox) Command(spec Spec, limits Limits, argv []string) ([]string, er
 		switch {
 		case err != nil:
 			continue // nothing to hide
+		case !reachable(p, spec.RunAs):
+			continue // out of the agent's reach without a sandbox too
 		case st.IsDir():
 			out = append(out, "--tmpfs", p)
 		default:
@@ -178,6 +185,37 @@ func (s *Sandbox) Command(spec Spec, limits Limits, argv []string) ([]string, er
 	}
 	out = append(out, "--chdir", spec.Chdir, "--")
 	return append(out, argv...), nil
+}
+
+// reachable reports whether user can traverse every directory above p.
+func reachable(p string, user *syscall.Credential) bool {
+	if user == nil || user.Uid == 0 {
+		return true
+	}
+	for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return false
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return true
+		}
+		perm := st.Mode().Perm()
+		var x os.FileMode = 0o001
+		switch {
+		case sys.Uid == user.Uid:
+			x = 0o100
+		case sys.Gid == user.Gid || slices.Contains(user.Groups, sys.Gid):
+			x = 0o010
+		}
+		if perm&x == 0 {
+			return false
+		}
+		if dir == filepath.Dir(dir) {
+			return true
+		}
+	}
 }
 
 func isDir(p string) bool {

@@ -207,3 +207,23 @@ func TestMissingBwrapIsOneClearError(t *testing.T) {
 	assert.Contains(t, err.Error(), "apt-get install bubblewrap")
 	assert.NotContains(t, err.Error(), "\n")
 }
+
+// A path the agents' user cannot reach anyway (inside root's own 0700
+// home, say) needs no hiding: bwrap, running as that user, could not even
+// mount over it, and the sandbox must still start.
+func TestUnreachablePathsNeedNoHiding(t *testing.T) {
+	cred := agentUser()
+	if cred == nil {
+		t.Skip("mozi runs agents as itself here: everything it hides is reachable")
+	}
+	sb := newSandbox(t)
+	w := newWorld(t)
+	private := filepath.Join(t.TempDir(), "home") // t.TempDir is 0700, root's
+	require.NoError(t, os.MkdirAll(filepath.Join(private, ".ssh"), 0o700))
+	spec := w.spec()
+	spec.RunAs = cred
+	spec.Hide = append(spec.Hide, filepath.Join(private, ".ssh"))
+	out, err := runIn(t, sb, spec, sandbox.Limits{}, "echo up; ls "+private)
+	assert.True(t, strings.HasPrefix(out, "up"), "the sandbox starts: %s", out)
+	assert.Error(t, err, "and the private home is still out of reach: %s", out)
+}

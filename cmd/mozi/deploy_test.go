@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +17,11 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 )
 
-// No container engine runs here: the deployment files are checked for
-// what can go wrong without one — every file they mount or copy exists,
-// the configurations they give mozi load and hold no secret, the sandbox
-// keeps what it needs — and by docker-compose's own validation when it is
-// installed.
+// No container engine and no systemd run here: the deployment files are
+// checked for what can go wrong without them — every file they mount or
+// copy exists, the configurations they give mozi load and hold no secret,
+// the sandbox keeps what it needs — and by docker-compose's and
+// systemd-analyze's own checks when those are installed.
 
 const deployDir = "../../deploy"
 
@@ -210,4 +211,107 @@ func TestDockerfileRuntimeStage(t *testing.T) {
 	for _, a := range cfg.Agents {
 		assert.Equal(t, "shell", a.Preset, "agent %s needs a CLI the image does not have", a.Login)
 	}
+}
+
+// unit reads a systemd unit: the directives as "Section.Key" → values, and
+// the commands of its header comment (lines "#   cmd").
+func unit(t *testing.T, path string) (directives map[string][]string, header []string) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	directives = map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "#   ") && section == "":
+			header = append(header, strings.TrimSpace(strings.TrimPrefix(line, "#")))
+		case strings.HasPrefix(line, "#"), line == "":
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			require.True(t, ok, "%s: %q", path, line)
+			directives[section+"."+k] = append(directives[section+"."+k], v)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return directives, header
+}
+
+func TestSystemdUnit(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(deployDir, "systemd", "mozi.service")
+	d, header := unit(t, path)
+	one := func(key string) string { return strings.Join(d[key], " ") }
+
+	// The install steps in the header work in order: /etc/mozi exists
+	// before anything is installed into it, and the Documentation= files
+	// are installed from files that exist.
+	created := -1
+	for i, cmd := range header {
+		if strings.HasPrefix(cmd, "install -d") && strings.HasSuffix(cmd, " /etc/mozi") {
+			created = i
+		}
+		if strings.Contains(cmd, " /etc/mozi/") && strings.HasPrefix(cmd, "install ") {
+			assert.True(t, created >= 0 && created < i, "the header installs into /etc/mozi before creating it: %q", cmd)
+		}
+	}
+	require.NotEmpty(t, d["Unit.Documentation"])
+	for _, doc := range strings.Fields(one("Unit.Documentation")) {
+		file, ok := strings.CutPrefix(doc, "file:///usr/share/doc/mozi/")
+		if !ok {
+			continue
+		}
+		assert.FileExists(t, filepath.Join("../../docs", file))
+		assert.True(t, slices.ContainsFunc(header, func(cmd string) bool {
+			return strings.HasPrefix(cmd, "install ") && strings.Contains(cmd, "/usr/share/doc/mozi") &&
+				strings.Contains(cmd, "docs/"+file)
+		}), "the header installs docs/%s, which Documentation= names", file)
+	}
+
+	// The hardening leaves the agents' sandbox and the embedded PostgreSQL
+	// what they need (see the comments in the unit).
+	assert.Equal(t, "mozi", one("Service.StateDirectory"))
+	assert.True(t, slices.ContainsFunc(d["Service.Environment"], func(e string) bool {
+		return e == "MOZI_DATA_DIR=%S/mozi" || e == "MOZI_DATA_DIR=/var/lib/mozi"
+	}), "the data dir is the state directory: %v", d["Service.Environment"])
+	assert.Equal(t, "strict", one("Service.ProtectSystem"))
+	ns := strings.Fields(one("Service.RestrictNamespaces"))
+	for _, want := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"} {
+		assert.Contains(t, ns, want, "bubblewrap creates a %s namespace", want)
+	}
+	assert.Empty(t, d["Service.PrivateUsers"], "no PrivateUsers=: bubblewrap maps mozi's uid itself")
+	assert.NotEqual(t, "yes", one("Service.ProtectHostname"), "bubblewrap sets the sandbox's hostname")
+	assert.NotEqual(t, "pid", one("Service.ProcSubset"), "bubblewrap reads /proc/sys/kernel/overflowuid")
+	assert.NotEqual(t, "yes", one("Service.MemoryDenyWriteExecute"), "Node.js agent CLIs need a JIT")
+	filter := strings.Fields(one("Service.SystemCallFilter"))
+	for _, call := range []string{"mount", "umount2", "pivot_root", "sethostname"} {
+		assert.True(t, slices.Contains(filter, call) || call != "sethostname" && slices.Contains(filter, "@mount"),
+			"bubblewrap calls %s", call)
+	}
+
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		return
+	}
+	// systemd-analyze verify wants the program to exist: check a copy that
+	// runs an executable that does.
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "mozi")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	copyPath := filepath.Join(dir, "mozi.service")
+	require.NoError(t, os.WriteFile(copyPath, []byte(strings.ReplaceAll(string(data), "=/usr/local/bin/mozi", "="+exe)), 0o644))
+	out, err := exec.Command("systemd-analyze", "verify", copyPath).CombinedOutput()
+	assert.NoError(t, err, "systemd-analyze verify: %s", out)
+	assert.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify warns")
+
+	out, err = exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=30", path).CombinedOutput()
+	if strings.Contains(string(out), "unrecognized option") {
+		return // systemd older than 250
+	}
+	assert.NoError(t, err, "systemd-analyze security rates the unit above 3.0:\n%s", out)
 }

@@ -259,6 +259,17 @@ func TestSystemdUnit(t *testing.T) {
 			assert.True(t, created >= 0 && created < i, "the header installs into /etc/mozi before creating it: %q", cmd)
 		}
 	}
+	// The configuration the header installs holds no secret.
+	i := slices.IndexFunc(header, func(cmd string) bool {
+		return strings.HasPrefix(cmd, "install ") && strings.HasSuffix(cmd, " /etc/mozi/mozi.yaml")
+	})
+	require.GreaterOrEqual(t, i, 0, "the header installs /etc/mozi/mozi.yaml")
+	fields := strings.Fields(header[i])
+	cfg, err := config.Load(filepath.Join("../..", fields[len(fields)-2]), func(string) string { return "" })
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Webhook.Secrets, "the service's configuration holds no webhook secret")
+	assert.Empty(t, cfg.Gitea.Token)
+
 	require.NotEmpty(t, d["Unit.Documentation"])
 	for _, doc := range strings.Fields(one("Unit.Documentation")) {
 		file, ok := strings.CutPrefix(doc, "file:///usr/share/doc/mozi/")

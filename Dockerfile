@@ -28,12 +28,12 @@
 #
 # Agents run in bubblewrap, which needs user namespaces and a /proc of its
 # own: Docker's default seccomp profile, its AppArmor profile and its masked
-# /proc paths refuse them. Run with
+# /proc paths refuse them. Run with (podman takes the same)
 #   --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
-#   --security-opt systempaths=unconfined
-# (podman: --security-opt unmask=ALL instead of systempaths=unconfined), or
-# give the agents `sandbox: none`; `mozi doctor` says which works
-# (docs/quickstart.md).
+#   --security-opt systempaths=unconfined \
+#   --security-opt no-new-privileges --cap-drop ALL
+# or give the agents `sandbox: none`; `docker exec mozi mozi doctor` says
+# whether the sandbox works (docs/quickstart.md).
 #
 # The stop signal reaches mozi through tini: running agents get
 # spawner.shutdown_grace (30s) before they are stopped, so give the

@@ -79,7 +79,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	tuneGC(e)
 	logger.Info("mozi starting", "version", version, "config", describeSource(cfg.Source), "agents", len(cfg.Agents))
 	if len(cfg.Webhook.Secrets) == 0 && !*insecure {
-		return errors.New("no webhook secret configured: set webhook.secrets or MOZI_WEBHOOK_SECRET (the same secret as in Gitea's webhook), or start with --insecure-no-signature for a local test")
+		return errors.New("no webhook secret configured: set webhook.secrets, MOZI_WEBHOOK_SECRET or MOZI_WEBHOOK_SECRET_FILE (the same secret as in Gitea's webhook), or start with --insecure-no-signature for a local test")
 	}
 	if *insecure {
 		logger.Error("INSECURE: --insecure-no-signature is set: anyone who can reach this port can create tasks and spawn agents")

@@ -56,7 +56,7 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 	case !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://"):
 		return usagef("--url %q is not an http(s) URL", target)
 	case len(cfg.Webhook.Secrets) == 0:
-		return errors.New("no webhook secret configured: set MOZI_WEBHOOK_SECRET first, so Gitea signs what it sends")
+		return errors.New("no webhook secret configured: set MOZI_WEBHOOK_SECRET (or MOZI_WEBHOOK_SECRET_FILE) first, so Gitea signs what it sends")
 	}
 	var scopes []repository.HookScope
 	if *org != "" {

@@ -348,7 +348,7 @@ func (d *doctor) checkSandbox(cfg *config.Config, stateDir string, runAs *syscal
 		return cmd.CombinedOutput()
 	}); err != nil {
 		d.report(verdictFail, "sandbox", err.Error(),
-			"bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile allowing bwrap)")
+			"bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile allowing bwrap); in a container, the run options of deploy/docker-compose.yml (docs/runbook.md, \"Agents' sandbox unavailable\")")
 		return nil
 	}
 	d.report(verdictOK, "sandbox", sb.Bwrap()+" runs an agent's sandbox here", "")

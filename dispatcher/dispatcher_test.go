@@ -84,9 +84,9 @@ func createTask(t *testing.T, store *repository.Store, n repository.NewTask) rep
 	if n.Agent == "" {
 		n.Agent = "coder1"
 	}
-	task, err := store.CreateTask(context.Background(), n)
+	tk, err := store.CreateTask(context.Background(), n)
 	require.NoError(t, err)
-	return task
+	return tk
 }
 
 // run starts d and returns a stop that ends claims and waits for workers.
@@ -190,9 +190,9 @@ func TestGuardrails(t *testing.T) {
 			ctx := context.Background()
 			agents := []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}
 			tt.task.IssueNumber = 4
-			task := createTask(t, store, tt.task)
+			tk := createTask(t, store, tt.task)
 			for i := range tt.spawnsToday {
-				past := task
+				past := tk
 				past.ID = createTask(t, store, repository.NewTask{IssueNumber: 4, ActionType: repository.ActionMention,
 					Agent: "coder1", DedupeKey: string(rune('a' + i))}).ID
 				_, err := store.StartAttempt(ctx, past, "r0", "")
@@ -205,7 +205,7 @@ func TestGuardrails(t *testing.T) {
 				SpawnsPerIssuePerDay: 3, MaxHops: 4}, store, fakeIssues{open: tt.open}, h)
 			stop := run(d)
 			if tt.wantStatus == repository.StatusClaimed {
-				assert.Equal(t, task.ID, receive(t, h.got))
+				assert.Equal(t, tk.ID, receive(t, h.got))
 				stop()
 				return
 			}
@@ -215,12 +215,12 @@ func TestGuardrails(t *testing.T) {
 				wantDispatches, wantHolds = 0, 1
 			}
 			require.Eventually(t, func() bool {
-				got, err := store.Task(ctx, task.ID)
+				got, err := store.Task(ctx, tk.ID)
 				return err == nil && got.DispatchCount == wantDispatches && got.Holds == wantHolds &&
 					got.Status == tt.wantStatus && got.LeaseOwner == ""
 			}, 10*time.Second, 10*time.Millisecond)
 			stop()
-			got, err := store.Task(ctx, task.ID)
+			got, err := store.Task(ctx, tk.ID)
 			require.NoError(t, err)
 			assert.Contains(t, got.LastError, tt.wantError)
 			assert.Empty(t, h.ids(), "a guarded task is never handed to the spawner")
@@ -284,8 +284,8 @@ func TestGiteaOutageHoldsTasksWithoutFailingThem(t *testing.T) {
 	const outageHolds = 12 // max_retries (2) + 5 dispatches would have failed each task after 8
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
-			task, err := store.Task(ctx, id)
-			if err != nil || task.Holds < outageHolds {
+			tk, err := store.Task(ctx, id)
+			if err != nil || tk.Holds < outageHolds {
 				return false
 			}
 		}
@@ -297,10 +297,10 @@ func TestGiteaOutageHoldsTasksWithoutFailingThem(t *testing.T) {
 	require.Eventually(t, func() bool { return len(h.ids()) == len(ids) }, time.Minute, 10*time.Millisecond)
 	assert.ElementsMatch(t, ids, h.ids(), "every task ran exactly once")
 	for _, id := range ids {
-		task, err := store.Task(ctx, id)
+		tk, err := store.Task(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, repository.StatusDone, task.Status, "task %d", id)
-		assert.Equal(t, 1, task.DispatchCount, "task %d: its holds were not counted as dispatches", id)
+		assert.Equal(t, repository.StatusDone, tk.Status, "task %d", id)
+		assert.Equal(t, 1, tk.DispatchCount, "task %d: its holds were not counted as dispatches", id)
 	}
 }
 
@@ -312,7 +312,7 @@ func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
 	store := pgtest.Store(t)
 	ctx := context.Background()
 	gitea := &flakyIssues{delay: time.Hour}
-	task := createTask(t, store, repository.NewTask{IssueNumber: 5, DependsOn: []int{1}})
+	tk := createTask(t, store, repository.NewTask{IssueNumber: 5, DependsOn: []int{1}})
 	h := newRecorder(store, false)
 	d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, LeaseTTL: 300 * time.Millisecond,
 		GuardTimeout: 1500 * time.Millisecond, Agents: []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}},
@@ -325,7 +325,7 @@ func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
 		rescued, err := store.RescueExpired(ctx)
 		require.NoError(t, err)
 		require.Empty(t, rescued, "the lease expired under a live runner")
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		if got.Status == repository.StatusPending && got.Holds == 1 {
 			assert.Contains(t, got.LastError, "did not answer within 1.5s")

@@ -70,9 +70,9 @@ func newWorld(t testing.TB) *world {
 
 func (w *world) find(t testing.TB, action repository.ActionType, agent string, business repository.BusinessType) repository.Task {
 	t.Helper()
-	for _, task := range w.tasks {
-		if task.ActionType == action && task.Agent == agent && (business == "" || task.BusinessType == business) {
-			return task
+	for _, tk := range w.tasks {
+		if tk.ActionType == action && tk.Agent == agent && (business == "" || tk.BusinessType == business) {
+			return tk
 		}
 	}
 	t.Fatalf("no recorded %s task for %s", action, agent)
@@ -127,15 +127,15 @@ func (w *world) cases(t testing.TB) []promptCase {
 	out = append(out, promptCase{name: "issue_assigned-bug-follow-up", task: followUp})
 	for _, b := range []repository.BusinessType{repository.BusinessFeature, repository.BusinessImpl,
 		repository.BusinessRefactor, repository.BusinessTest} {
-		task := infra
-		task.BusinessType = b
-		out = append(out, promptCase{name: "issue_assigned-" + string(b), task: task})
+		tk := infra
+		tk.BusinessType = b
+		out = append(out, promptCase{name: "issue_assigned-" + string(b), task: tk})
 	}
 	for _, a := range []repository.ActionType{repository.ActionDeployFailure, repository.ActionInfrastructureFailure} {
-		task := ci
-		task.ActionType, task.Agent, task.IssueNumber, task.PRNumber = a, "infra1", 0, 0
-		task.Meta.StatusCtx, task.Meta.HeadBranch = "deploy/production", ""
-		out = append(out, promptCase{name: string(a), task: task})
+		tk := ci
+		tk.ActionType, tk.Agent, tk.IssueNumber, tk.PRNumber = a, "infra1", 0, 0
+		tk.Meta.StatusCtx, tk.Meta.HeadBranch = "deploy/production", ""
+		out = append(out, promptCase{name: string(a), task: tk})
 	}
 	parent := repository.Task{Repo: "acme/widget", IssueNumber: 1, ActionType: repository.ActionDiscussion,
 		Agent: "coder2", Priority: 1, Status: repository.StatusPending}
@@ -257,17 +257,17 @@ func TestNoPlaceholderLeftUnfilled(t *testing.T) {
 }
 
 // labelsFor lists the labels a task's prompt renders.
-func labelsFor(task repository.Task, in *Input) []string {
+func labelsFor(t repository.Task, in *Input) []string {
 	out := []string{"steps", "no_body", "cut"}
 	switch {
-	case task.IssueNumber == 0:
+	case t.IssueNumber == 0:
 		out = append(out, "subject_repo")
-	case task.PRNumber == task.IssueNumber:
+	case t.PRNumber == t.IssueNumber:
 		out = append(out, "subject_pull")
 	default:
 		out = append(out, "subject_issue")
 	}
-	switch task.ActionType {
+	switch t.ActionType {
 	case repository.ActionReviewResult, repository.ActionReviewComment:
 		out = append(out, "review")
 	case repository.ActionMention:
@@ -338,8 +338,8 @@ func TestHugeInputsStayWithinBudget(t *testing.T) {
 	require.NoError(t, err)
 	b := NewBuilder(set, nil, 0)
 
-	task := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
-	in, err := Gather(context.Background(), w.reader, task, agentFor("coder1"), w.gitea.URL, "lead")
+	tk := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
 	require.NoError(t, err)
 	// A 1 MiB body with multi-byte runes, a huge role, huge prior reports.
 	in.Issue.Body = strings.Repeat("日本語のテキスト and ASCII. ", (1<<20)/40)
@@ -377,8 +377,8 @@ func TestLongCommentThreadStaysWithinBudget(t *testing.T) {
 	}
 	set, err := templates.Load("en", "")
 	require.NoError(t, err)
-	task := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
-	in, err := Gather(context.Background(), w.reader, task, agentFor("coder1"), w.gitea.URL, "lead")
+	tk := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
 	require.NoError(t, err)
 	p, err := NewBuilder(set, nil, 0).Build(in)
 	require.NoError(t, err)
@@ -391,10 +391,10 @@ func BenchmarkBuildWarm(b *testing.B) {
 	set, err := templates.Load("en", "")
 	require.NoError(b, err)
 	builder := NewBuilder(set, nil, 0)
-	task := w.find(b, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	t := w.find(b, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
 	ctx := context.Background()
 	build := func() {
-		in, err := Gather(ctx, w.reader, task, agentFor("coder1"), w.gitea.URL, "lead")
+		in, err := Gather(ctx, w.reader, t, agentFor("coder1"), w.gitea.URL, "lead")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,9 +43,9 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	mk := func(issue, prio int, agent string, action repository.ActionType) repository.Task {
 		n := newTask(issue)
 		n.Priority, n.Agent, n.ActionType = prio, agent, action
-		task, err := store.CreateTask(ctx, n)
+		tk, err := store.CreateTask(ctx, n)
 		require.NoError(t, err)
-		return task
+		return tk
 	}
 	low := mk(1, 3, "coder1", repository.ActionIssueAssigned)
 	urgent := mk(2, 0, "coder1", repository.ActionIssueAssigned)
@@ -148,11 +148,11 @@ func TestConcurrentClaimsAreExclusive(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				for _, task := range tasks {
-					if prev, dup := seen[task.ID]; dup {
-						t.Errorf("task %d claimed by %s and %s", task.ID, prev, owner)
+				for _, tk := range tasks {
+					if prev, dup := seen[tk.ID]; dup {
+						t.Errorf("task %d claimed by %s and %s", tk.ID, prev, owner)
 					}
-					seen[task.ID] = owner
+					seen[tk.ID] = owner
 				}
 				mu.Unlock()
 			}
@@ -192,23 +192,23 @@ func TestRescueExactlyOnce(t *testing.T) {
 	t.Parallel()
 	store, raw := setup(t)
 	ctx := context.Background()
-	task, err := store.CreateTask(ctx, newTask(1))
+	tk, err := store.CreateTask(ctx, newTask(1))
 	require.NoError(t, err)
 	claimed := claim(t, store, "dead-runner", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
 	require.Len(t, claimed, 1)
-	_, err = store.Apply(ctx, task.ID, repository.EventStart, repository.Change{LeaseOwner: "dead-runner"})
+	_, err = store.Apply(ctx, tk.ID, repository.EventStart, repository.Change{LeaseOwner: "dead-runner"})
 	require.NoError(t, err)
 	attempt, err := store.StartAttempt(ctx, claimed[0], "dead-runner", "/tmp/x.log")
 	require.NoError(t, err)
 
-	held, err := store.Heartbeat(ctx, task.ID, "dead-runner", time.Minute)
+	held, err := store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, held)
 	rescued, err := store.RescueExpired(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, rescued, "a live lease is not rescued")
 
-	_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID)
+	_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tk.ID)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -224,16 +224,16 @@ func TestRescueExactlyOnce(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, 1, count, "rescued exactly once")
-	got, err := store.Task(ctx, task.ID)
+	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
 	assert.Equal(t, repository.StatusPending, got.Status)
-	attempts, err := store.Attempts(ctx, task.ID)
+	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	assert.Equal(t, attempt.ID, attempts[0].ID)
 	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
 
-	held, err = store.Heartbeat(ctx, task.ID, "dead-runner", time.Minute)
+	held, err = store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
 	assert.False(t, held, "the old runner learns it lost the task")
 }
@@ -266,7 +266,7 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	t.Parallel()
 	store, _ := setup(t)
 	ctx := context.Background()
-	task, err := store.CreateTask(ctx, newTask(1))
+	tk, err := store.CreateTask(ctx, newTask(1))
 	require.NoError(t, err)
 	claimed := claim(t, store, "r", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
 	a, err := store.StartAttempt(ctx, claimed[0], "r", "/logs/1-1.log")
@@ -279,7 +279,7 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, perIssue)
 	assert.Equal(t, 1, perAgent)
-	attempts, err := store.Attempts(ctx, task.ID)
+	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	got := attempts[0]

@@ -47,12 +47,12 @@ func (t *Tx) ConsumeMention(ctx context.Context, id, taskID int64, outcome strin
 }
 
 func consumeMention(ctx context.Context, q querier, id, taskID int64, outcome string) error {
-	var task *int64
+	var tid *int64
 	if taskID != 0 {
-		task = &taskID
+		tid = &taskID
 	}
 	_, err := q.Exec(ctx, `UPDATE mention_queue SET consumed_at = now(), task_id = $2, outcome = $3
-		WHERE id = $1`, id, task, outcome)
+		WHERE id = $1`, id, tid, outcome)
 	if err != nil {
 		return fmt.Errorf("consume mention %d: %w", id, err)
 	}

@@ -142,29 +142,29 @@ func TestEveryTransition(t *testing.T) {
 			issue++
 			want := contains(legal[ev], from)
 			t.Run(string(ev)+"/from_"+string(from), func(t *testing.T) {
-				task, err := store.CreateTask(ctx, newTask(issue))
+				tk, err := store.CreateTask(ctx, newTask(issue))
 				require.NoError(t, err)
-				forceStatus(t, raw, task.ID, from)
+				forceStatus(t, raw, tk.ID, from)
 				if ev == repository.EventNudge {
 					// The watchdog nudges tasks whose run has ended.
-					_, err := raw.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, task.ID)
+					_, err := raw.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, tk.ID)
 					require.NoError(t, err)
 				}
 
-				res, err := store.Apply(ctx, task.ID, ev, repository.Change{
+				res, err := store.Apply(ctx, tk.ID, ev, repository.Change{
 					LeaseOwner: "runner-1", Error: "boom", PRNumber: 42,
 				})
 				require.NoError(t, err)
 				assert.Equal(t, want, res.Applied, "applied")
 				assert.Equal(t, from, res.From, "status seen by the event")
 
-				got, err := store.Task(ctx, task.ID)
+				got, err := store.Task(ctx, tk.ID)
 				require.NoError(t, err)
 				if want {
 					assert.Equal(t, targets[ev], got.Status)
 				} else {
 					assert.Equal(t, from, got.Status, "an illegal event changes nothing")
-					assert.Equal(t, task.RetryCount, got.RetryCount)
+					assert.Equal(t, tk.RetryCount, got.RetryCount)
 				}
 			})
 		}
@@ -189,36 +189,36 @@ func TestTransitionEffects(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("claim takes a lease and counts the dispatch", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(1))
+		tk, err := store.CreateTask(ctx, newTask(1))
 		require.NoError(t, err)
-		res, err := store.Apply(ctx, task.ID, repository.EventClaim,
+		res, err := store.Apply(ctx, tk.ID, repository.EventClaim,
 			repository.Change{LeaseOwner: "runner-a", LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		require.True(t, res.Applied)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, "runner-a", got.LeaseOwner)
 		assert.Equal(t, 1, got.DispatchCount)
 		assert.WithinDuration(t, time.Now().Add(time.Minute), got.LeaseExpiresAt, 10*time.Second)
 
-		res, err = store.Apply(ctx, task.ID, repository.EventStart, repository.Change{LeaseOwner: "runner-b"})
+		res, err = store.Apply(ctx, tk.ID, repository.EventStart, repository.Change{LeaseOwner: "runner-b"})
 		require.NoError(t, err)
 		assert.False(t, res.Applied, "another runner cannot start a task it does not hold")
-		res, err = store.Apply(ctx, task.ID, repository.EventRescue, repository.Change{})
+		res, err = store.Apply(ctx, tk.ID, repository.EventRescue, repository.Change{})
 		require.NoError(t, err)
 		assert.False(t, res.Applied, "a live lease is not rescued")
 	})
 
 	t.Run("retry counts, backs off and drops the lease", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(2))
+		tk, err := store.CreateTask(ctx, newTask(2))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		forceStatus(t, raw, tk.ID, repository.StatusWorking)
 		later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-		res, err := store.Apply(ctx, task.ID, repository.EventRetry,
+		res, err := store.Apply(ctx, tk.ID, repository.EventRetry,
 			repository.Change{NotBefore: later, Error: "exit status 1"})
 		require.NoError(t, err)
 		require.True(t, res.Applied)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, 1, got.RetryCount)
 		assert.Equal(t, "exit status 1", got.LastError)
@@ -227,29 +227,29 @@ func TestTransitionEffects(t *testing.T) {
 	})
 
 	t.Run("open review records the pull request", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(3))
+		tk, err := store.CreateTask(ctx, newTask(3))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
-		_, err = store.Apply(ctx, task.ID, repository.EventOpenReview, repository.Change{PRNumber: 7})
+		forceStatus(t, raw, tk.ID, repository.StatusWorking)
+		_, err = store.Apply(ctx, tk.ID, repository.EventOpenReview, repository.Change{PRNumber: 7})
 		require.NoError(t, err)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, 7, got.PRNumber)
 		assert.Equal(t, repository.StatusReview, got.Status)
 	})
 
 	t.Run("terminal event on a terminal task is ignored", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(4))
+		tk, err := store.CreateTask(ctx, newTask(4))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
-		first, err := store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+		forceStatus(t, raw, tk.ID, repository.StatusWorking)
+		first, err := store.Apply(ctx, tk.ID, repository.EventComplete, repository.Change{})
 		require.NoError(t, err)
-		second, err := store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+		second, err := store.Apply(ctx, tk.ID, repository.EventComplete, repository.Change{})
 		require.NoError(t, err)
 		assert.True(t, first.Applied)
 		assert.False(t, second.Applied)
 		assert.Equal(t, repository.StatusDone, second.From)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.False(t, got.FinishedAt.IsZero())
 	})
@@ -268,9 +268,9 @@ func TestRacingTerminalEventsExactlyOneWins(t *testing.T) {
 		repository.EventComplete, repository.EventFail, repository.EventCancel, repository.EventComplete,
 	}
 	for round := range 20 {
-		task, err := store.CreateTask(ctx, newTask(100+round))
+		tk, err := store.CreateTask(ctx, newTask(100+round))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		forceStatus(t, raw, tk.ID, repository.StatusWorking)
 
 		var (
 			wg      sync.WaitGroup
@@ -281,7 +281,7 @@ func TestRacingTerminalEventsExactlyOneWins(t *testing.T) {
 		for _, ev := range events {
 			wg.Go(func() {
 				<-start
-				res, err := store.Apply(ctx, task.ID, ev, repository.Change{Error: "race"})
+				res, err := store.Apply(ctx, tk.ID, ev, repository.Change{Error: "race"})
 				assert.NoError(t, err)
 				if res.Applied {
 					mu.Lock()
@@ -293,7 +293,7 @@ func TestRacingTerminalEventsExactlyOneWins(t *testing.T) {
 		close(start)
 		wg.Wait()
 		require.Len(t, winners, 1, "round %d: exactly one terminal event wins", round)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, targets[winners[0]], got.Status)
 	}
@@ -338,9 +338,9 @@ func TestDedupeKeyIsForever(t *testing.T) {
 	n := newTask(4)
 	n.ActionType = repository.ActionCIFailure
 	n.DedupeKey = "pr4/abc123/ci/test"
-	task, err := store.CreateTask(ctx, n)
+	tk, err := store.CreateTask(ctx, n)
 	require.NoError(t, err)
-	_, err = store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+	_, err = store.Apply(ctx, tk.ID, repository.EventComplete, repository.Change{})
 	require.NoError(t, err)
 	_, err = store.CreateTask(ctx, n)
 	require.ErrorIs(t, err, repository.ErrDuplicateTask, "the same CI failure never makes a second task")

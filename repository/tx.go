@@ -55,9 +55,9 @@ func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {
 // CreateTask inserts a pending task; created is false when a live task for
 // the same (repo, issue, action, agent) or the same dedupe key exists.
 func (t *Tx) CreateTask(ctx context.Context, n NewTask) (Task, bool, error) {
-	task, err := createTask(ctx, t.tx, n)
+	tk, err := createTask(ctx, t.tx, n)
 	if err == nil {
-		return task, true, nil
+		return tk, true, nil
 	}
 	if errors.Is(err, ErrDuplicateTask) {
 		return Task{}, false, nil
@@ -145,11 +145,11 @@ func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (Task, Refus
 			return Task{}, RefusedBudget, nil
 		}
 	}
-	task, created, err := t.CreateTask(ctx, n)
+	tk, created, err := t.CreateTask(ctx, n)
 	if err != nil || !created {
 		return Task{}, RefusedDuplicate, err
 	}
-	return task, "", nil
+	return tk, "", nil
 }
 
 // closedAt reports whether the issue or pull request is known closed, and

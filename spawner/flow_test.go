@@ -138,14 +138,14 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 				Limits: sandbox.Limits{MemoryBytes: 8 << 30, Processes: 4096, CPUTime: time.Hour, OpenFiles: 8192}}}
 			sp := f.spawner(agents, map[string]string{"PATH": cli.PATH, "LANG": "C.UTF-8", "CODER1_TOKEN": agentGitToken})
 
-			task := f.claim(t, "acme/widget", 3, "Crash on empty config", "coder1")
-			sp.Handle(context.Background(), task)
+			tk := f.claim(t, "acme/widget", 3, "Crash on empty config", "coder1")
+			sp.Handle(context.Background(), tk)
 
-			a := f.attempt(t, task.ID)
+			a := f.attempt(t, tk.ID)
 			logText, _ := os.ReadFile(a.LogPath)
 			require.Equal(t, repository.AttemptSucceeded, a.Outcome, "%s\n%s", a.Error, logText)
 			require.Empty(t, model.Errors())
-			tree := f.ws.TreePath("acme/widget", task.ID)
+			tree := f.ws.TreePath("acme/widget", tk.ID)
 			written, err := os.ReadFile(filepath.Join(tree, "hello.txt"))
 			require.NoError(t, err, "the file is in the task's worktree")
 			assert.Equal(t, script.Content, string(written))
@@ -160,7 +160,7 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 			if preset != "codex" {
 				assert.InDelta(t, script.Cost(), a.CostUSD, 1e-9)
 			}
-			got, err := f.store.Task(context.Background(), task.ID)
+			got, err := f.store.Task(context.Background(), tk.ID)
 			require.NoError(t, err)
 			assert.Equal(t, repository.StatusWorking, got.Status, "the task waits for Gitea's pull request event")
 		})
@@ -185,8 +185,8 @@ ls %[1]s/trees/acme > seen.txt 2>&1; ls %[1]s/mirrors/acme >> seen.txt 2>&1; ls 
 	sp := f.spawner(agents, map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"})
 	tasks := []repository.Task{f.claim(t, "acme/widget", 3, "Widget", "coder1"), f.claim(t, "acme/gadget", 4, "Gadget", "coder1")}
 	var wg sync.WaitGroup
-	for _, task := range tasks {
-		wg.Go(func() { sp.Handle(context.Background(), task) })
+	for _, tk := range tasks {
+		wg.Go(func() { sp.Handle(context.Background(), tk) })
 	}
 	wg.Wait()
 	for i, repo := range []string{"widget", "gadget"} {

@@ -114,21 +114,21 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 // real outcome when the database is back, and the task does not run again.
 func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
 	real := pgtest.Store(t)
-	task := claimed(t, real)
+	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	store.whileAway = func() {
 		go func() {
-			rescueOnceExpired(t, real, task.ID)
+			rescueOnceExpired(t, real, tk.ID)
 			store.away.Store(false)
 		}()
 	}
 	runner := &succeeding{}
 	sp := newTestSpawner(t, store, runner, t.TempDir())
-	sp.Handle(context.Background(), task)
+	sp.Handle(context.Background(), tk)
 
 	assert.Positive(t, store.failures.Load(), "recording failed while the database was away")
-	assertRecordedOnce(t, real, task.ID)
+	assertRecordedOnce(t, real, tk.ID)
 	got, err := real.ClaimTasks(context.Background(), repository.ClaimRequest{Owner: "r2", Limit: 1,
 		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
 	require.NoError(t, err)
@@ -140,23 +140,23 @@ func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
 // next to the attempt's log and is recorded at the next start.
 func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
 	real := pgtest.Store(t)
-	task := claimed(t, real)
+	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	stateDir := t.TempDir()
 	ctx, shutdown := context.WithCancel(context.Background())
 	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, shutdown) }
-	newTestSpawner(t, store, &succeeding{}, stateDir).Handle(ctx, task)
+	newTestSpawner(t, store, &succeeding{}, stateDir).Handle(ctx, tk)
 
 	kept, err := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.NoError(t, err)
 	require.Len(t, kept, 1, "the outcome is on disk")
-	rescueOnceExpired(t, real, task.ID)
+	rescueOnceExpired(t, real, tk.ID)
 
 	// The next start, with the database back.
 	n, err := newTestSpawner(t, real, &succeeding{}, stateDir).RecordLeftovers(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.NoFileExists(t, kept[0])
-	assertRecordedOnce(t, real, task.ID)
+	assertRecordedOnce(t, real, tk.ID)
 }

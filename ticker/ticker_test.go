@@ -260,10 +260,10 @@ func TestPruneByRetention(t *testing.T) {
 	require.NoError(t, err)
 	live := w.task(repository.ActionIssueAssigned, "coder1", 2)
 	logs := map[int64]string{}
-	for _, task := range []repository.Task{finished, live} {
-		logs[task.ID] = filepath.Join(dir, fmt.Sprintf("%d-1.log", task.ID))
-		require.NoError(t, os.WriteFile(logs[task.ID], []byte("agent output"), 0o600))
-		_, err := w.store.StartAttempt(ctx, task, "r1", logs[task.ID])
+	for _, tk := range []repository.Task{finished, live} {
+		logs[tk.ID] = filepath.Join(dir, fmt.Sprintf("%d-1.log", tk.ID))
+		require.NoError(t, os.WriteFile(logs[tk.ID], []byte("agent output"), 0o600))
+		_, err := w.store.StartAttempt(ctx, tk, "r1", logs[tk.ID])
 		require.NoError(t, err)
 	}
 	_, err = w.store.Apply(ctx, finished.ID, repository.EventComplete, repository.Change{})
@@ -310,11 +310,11 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: fmt.Sprintf("#%d", n),
 			State: state, Author: "owner", ParentIssue: parent, UpdatedAt: time.Now()}))
 	}
-	task := func(n int) repository.Task {
-		task, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: n, ParentIssue: 70,
+	create := func(n int) repository.Task {
+		created, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: n, ParentIssue: 70,
 			ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1", Priority: 2})
 		require.NoError(t, err)
-		return task
+		return created
 	}
 	save(70, 0, "open")
 	save(71, 70, "closed")
@@ -322,7 +322,7 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 	save(80, 0, "open")
 	save(81, 80, "closed")
 	save(82, 80, "closed")
-	failing := task(72)
+	failing := create(72)
 	tk := w.ticker(ticker.Config{Lead: "lead"})
 
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#80's round only: #72 is still being worked on")
@@ -358,15 +358,15 @@ func (f *fakeCommenter) PostComment(_ context.Context, _ string, number int, bod
 
 // runEnds claims a task and records a run of it that exited 0: the task
 // then waits, without a lease, for Gitea.
-func (w *world) runEnds(task repository.Task) {
+func (w *world) runEnds(t repository.Task) {
 	w.t.Helper()
 	ctx := context.Background()
 	claimed, err := w.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 10, LeaseTTL: time.Minute,
-		Agents: []repository.AgentLimit{{Login: task.Agent, MaxConcurrency: 10}}})
+		Agents: []repository.AgentLimit{{Login: t.Agent, MaxConcurrency: 10}}})
 	require.NoError(w.t, err)
 	require.NotEmpty(w.t, claimed)
 	for _, c := range claimed {
-		if c.ID != task.ID {
+		if c.ID != t.ID {
 			continue
 		}
 		a, started, err := w.store.StartRun(ctx, c, "r1", "")
@@ -377,7 +377,7 @@ func (w *world) runEnds(task repository.Task) {
 		require.NoError(w.t, err)
 		return
 	}
-	w.t.Fatalf("task %d was not claimed", task.ID)
+	w.t.Fatalf("task %d was not claimed", t.ID)
 }
 
 // An agent that exits 0 without opening its pull request leaves its task
@@ -389,11 +389,11 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 assigned to coder2
-	task := w.task(repository.ActionIssueAssigned, "coder2", 3)
+	assigned := w.task(repository.ActionIssueAssigned, "coder2", 3)
 	approved, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 40, PRNumber: 40,
 		ActionType: repository.ActionReviewResult, Agent: "coder1", Priority: 2, Meta: repository.Meta{ReviewState: "approved"}})
 	require.NoError(t, err)
-	w.runEnds(task)
+	w.runEnds(assigned)
 	w.runEnds(approved)
 
 	commenter := &fakeCommenter{}
@@ -509,8 +509,8 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 			Agents: []repository.AgentLimit{{Login: "coder2", MaxConcurrency: 10}}})
 		require.NoError(t, err)
 		var repos []string
-		for _, task := range tasks {
-			repos = append(repos, task.Repo)
+		for _, tk := range tasks {
+			repos = append(repos, tk.Repo)
 		}
 		return repos
 	}

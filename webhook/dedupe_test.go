@@ -16,9 +16,9 @@ func TestDedupeKeysNameTheirObject(t *testing.T) {
 
 	notices := func(t *testing.T, b *bundle, action repository.ActionType) []int {
 		var issues []int
-		for _, task := range b.tasks(t) {
-			if task.ActionType == action {
-				issues = append(issues, task.IssueNumber)
+		for _, tk := range b.tasks(t) {
+			if tk.ActionType == action {
+				issues = append(issues, tk.IssueNumber)
 			}
 		}
 		return issues

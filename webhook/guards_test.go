@@ -62,9 +62,9 @@ func (b *bundle) send(t *testing.T, f recording.Fixture, override map[string]str
 func liveTasks(t *testing.T, b *bundle, action repository.ActionType) []repository.Task {
 	t.Helper()
 	var out []repository.Task
-	for _, task := range b.tasks(t) {
-		if task.ActionType == action && !task.Status.Terminal() {
-			out = append(out, task)
+	for _, tk := range b.tasks(t) {
+		if tk.ActionType == action && !tk.Status.Terminal() {
+			out = append(out, tk)
 		}
 	}
 	return out
@@ -104,8 +104,8 @@ func TestLoopGuards(t *testing.T) {
 			b.send(t, f, o)
 			b.drain(t)
 			// Finish the mention so the next one may create a task.
-			for _, task := range liveTasks(t, b, repository.ActionMention) {
-				_, err := b.store.Apply(context.Background(), task.ID, repository.EventComplete, repository.Change{})
+			for _, tk := range liveTasks(t, b, repository.ActionMention) {
+				_, err := b.store.Apply(context.Background(), tk.ID, repository.EventComplete, repository.Change{})
 				require.NoError(t, err)
 			}
 		}
@@ -130,8 +130,8 @@ func TestLoopGuards(t *testing.T) {
 			b.drain(t)
 		}
 		var hops []int
-		for _, task := range b.tasks(t) {
-			hops = append(hops, task.HopCount)
+		for _, tk := range b.tasks(t) {
+			hops = append(hops, tk.HopCount)
 		}
 		assert.Equal(t, []int{0, 1, 2}, hops)
 		mentions, err := b.store.Mentions(context.Background(), "acme/widget", 3)
@@ -325,8 +325,8 @@ func TestInfraReportFinishesOnlyTheFailureItAnswers(t *testing.T) {
 	require.Len(t, liveTasks(t, b, repository.ActionDeployFailure), 2)
 	open := func() []string {
 		var ctxs []string
-		for _, task := range liveTasks(t, b, repository.ActionDeployFailure) {
-			ctxs = append(ctxs, task.Meta.StatusCtx)
+		for _, tk := range liveTasks(t, b, repository.ActionDeployFailure) {
+			ctxs = append(ctxs, tk.Meta.StatusCtx)
 		}
 		return ctxs
 	}

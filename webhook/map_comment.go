@@ -194,7 +194,7 @@ func (e *eventCtx) onMentions(ctx context.Context, number int, author string) er
 			continue
 		}
 		n := e.mentionTask(ctx, number, ag.Login, hops)
-		task, created, err := e.create(ctx, spawn{task: n, at: c.CreatedAt})
+		t, created, err := e.create(ctx, spawn{task: n, at: c.CreatedAt})
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (e *eventCtx) onMentions(ctx context.Context, number int, author string) er
 		if !created {
 			outcome = "skipped"
 		}
-		if err := e.tx.ConsumeMention(ctx, id, task.ID, outcome); err != nil {
+		if err := e.tx.ConsumeMention(ctx, id, t.ID, outcome); err != nil {
 			return err
 		}
 	}

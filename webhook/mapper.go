@@ -193,7 +193,7 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (repository.Task, bool, 
 		n.MaxRetries = e.m.cfg.MaxRetries
 	}
 	log := e.log.With("issue", n.IssueNumber, "action_type", n.ActionType, "agent", n.Agent)
-	task, refused, err := e.tx.CreateGuarded(ctx, n, repository.Guard{At: s.at, Notification: s.notification,
+	t, refused, err := e.tx.CreateGuarded(ctx, n, repository.Guard{At: s.at, Notification: s.notification,
 		BudgetPerHour: e.m.cfg.TaskBudgetPerHour})
 	switch {
 	case err != nil:
@@ -204,10 +204,10 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (repository.Task, bool, 
 		log.Warn("task budget of the issue spent: not creating task", "budget_per_hour", e.m.cfg.TaskBudgetPerHour)
 		e.m.cfg.Metrics.budgetHits.WithLabelValues(string(n.ActionType)).Inc()
 	case refused == "":
-		log.Info("task created", "task_id", task.ID, "business_type", task.BusinessType)
+		log.Info("task created", "task_id", t.ID, "business_type", t.BusinessType)
 		e.m.cfg.Metrics.tasksCreated.WithLabelValues(string(n.ActionType)).Inc()
 	}
-	return task, refused == "", nil
+	return t, refused == "", nil
 }
 
 // apply moves a task and logs what happened; anomalies (a terminal event

@@ -211,13 +211,13 @@ func assertConverged(t *testing.T, b *bundle) {
 	tasks := b.tasks(t)
 	var live []string
 	seen := map[string]int{}
-	for _, task := range tasks {
-		key := fmt.Sprintf("%s %s #%d", task.ActionType, task.Agent, task.IssueNumber)
-		if !task.Status.Terminal() {
+	for _, tk := range tasks {
+		key := fmt.Sprintf("%s %s #%d", tk.ActionType, tk.Agent, tk.IssueNumber)
+		if !tk.Status.Terminal() {
 			live = append(live, key)
 			seen[key]++
 		}
-		if task.ActionType.Notification() {
+		if tk.ActionType.Notification() {
 			seen["notification "+key]++
 		}
 	}

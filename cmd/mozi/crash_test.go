@@ -104,27 +104,27 @@ func TestCrashWhileAnAgentRuns(t *testing.T) {
 	}
 	dir, store, journal, envs := serveFixture(t, "slow-once")
 	first := startServe(t, filepath.Join(dir, "state"), envs...)
-	task, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
 		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
 	require.NoError(t, err)
-	id := fmt.Sprint(task.ID)
+	id := fmt.Sprint(tk.ID)
 	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
 
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	_ = first.waitExit(t, 10*time.Second)
-	got, err := store.Task(context.Background(), task.ID)
+	got, err := store.Task(context.Background(), tk.ID)
 	require.NoError(t, err)
 	assert.Equal(t, repository.StatusWorking, got.Status, "the database still says working")
 
 	second := startServe(t, filepath.Join(dir, "state"), envs...)
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
 	waitFor(t, "the task to be rescued and done", 30*time.Second, func() bool {
-		got, err := store.Task(context.Background(), task.ID)
+		got, err := store.Task(context.Background(), tk.ID)
 		return err == nil && got.Status == repository.StatusDone
 	})
 	time.Sleep(time.Second) // a few sweeps: nothing more may happen
 	assert.Equal(t, 2, starts(t, journal)[id], "run once before the crash, once after")
-	attempts, err := store.Attempts(context.Background(), task.ID)
+	attempts, err := store.Attempts(context.Background(), tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)
 	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
@@ -183,10 +183,10 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	dir, store, journal, envs := serveFixture(t, "slow-once")
 	ctx := context.Background()
 	first := startServe(t, filepath.Join(dir, "state"), envs...)
-	task, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 5,
+	tk, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 5,
 		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
 	require.NoError(t, err)
-	id := fmt.Sprint(task.ID)
+	id := fmt.Sprint(tk.ID)
 	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
 	pid := agentPID(t, journal, id)
 
@@ -195,11 +195,11 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	require.NoError(t, first.waitExit(t, 30*time.Second), "a clean exit")
 	assert.GreaterOrEqual(t, time.Since(stopped), time.Second, "the agent had its shutdown grace (1s)")
 	assert.Error(t, syscall.Kill(pid, 0), "the agent was killed with mozi")
-	got, err := store.Task(ctx, task.ID)
+	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
 	assert.Equal(t, repository.StatusPending, got.Status)
 	assert.Zero(t, got.RetryCount, "an interruption is not a failure")
-	attempts, err := store.Attempts(ctx, task.ID)
+	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	assert.Equal(t, repository.AttemptInterrupted, attempts[0].Outcome)
@@ -207,7 +207,7 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	second := startServe(t, filepath.Join(dir, "state"), envs...)
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
 	waitFor(t, "the task to run again and finish", 30*time.Second, func() bool {
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		return err == nil && got.Status == repository.StatusDone
 	})
 	assert.Equal(t, 2, starts(t, journal)[id])

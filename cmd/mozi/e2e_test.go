@@ -235,12 +235,12 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("an assigned issue goes working, review, done", func(t *testing.T) {
 		w.t = t
 		w.replay("007", "009") // #3 opened, assigned to coder2
-		task := w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusWorking)
+		tk := w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusWorking)
 		w.eventually("coder2's report stored", 10*time.Second, func() bool {
 			t, _ := w.task(repository.ActionIssueAssigned, "coder2", 3)
 			return t.Meta.Report["Root cause"] == "found by the test agent"
 		})
-		attempts := w.attempts(task.ID)
+		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 1)
 		assert.Equal(t, repository.AttemptSucceeded, attempts[0].Outcome)
 		assert.Contains(t, w.gitea.Comments("acme/widget", 3)[0], "[Action Report]",
@@ -264,8 +264,8 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("a failing agent is retried, then fails with one comment", func(t *testing.T) {
 		w.t = t
 		w.issueEvent("009", 50, []string{"flaky1"})
-		task := w.waitStatus(repository.ActionIssueAssigned, "flaky1", 50, repository.StatusFailed)
-		attempts := w.attempts(task.ID)
+		tk := w.waitStatus(repository.ActionIssueAssigned, "flaky1", 50, repository.StatusFailed)
+		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 2, "max_retries 1: two attempts")
 		for _, a := range attempts {
 			assert.Equal(t, repository.AttemptFailed, a.Outcome)
@@ -284,8 +284,8 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("a hung agent is killed at its timeout with nothing left running", func(t *testing.T) {
 		w.t = t
 		w.issueEvent("009", 60, []string{"hang1"})
-		task := w.waitStatus(repository.ActionIssueAssigned, "hang1", 60, repository.StatusFailed)
-		attempts := w.attempts(task.ID)
+		tk := w.waitStatus(repository.ActionIssueAssigned, "hang1", 60, repository.StatusFailed)
+		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 2)
 		for _, a := range attempts {
 			assert.Equal(t, repository.AttemptTimeout, a.Outcome)

@@ -97,26 +97,26 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if err != nil {
 		return nil, err
 	}
-	var task repository.Task
+	var t repository.Task
 	if len(tasks) > 0 {
-		task = tasks[0]
+		t = tasks[0]
 	} else {
 		cached, err := reader.Issue(ctx, repo, issue)
 		if err != nil {
 			return nil, fmt.Errorf("no task for %s#%d and the issue cannot be read: %w", repo, issue, err)
 		}
-		task = madeUpTask(cfg, cached, action, agent)
+		t = madeUpTask(cfg, cached, action, agent)
 	}
-	a, ok := cfg.Agent(task.Agent)
+	a, ok := cfg.Agent(t.Agent)
 	if !ok {
-		return nil, fmt.Errorf("agent %q is not declared in the configuration", task.Agent)
+		return nil, fmt.Errorf("agent %q is not declared in the configuration", t.Agent)
 	}
 	assembler, err := newAssembler(cfg, set, reader, db.store)
 	if err != nil {
 		return nil, err
 	}
-	task.DispatchCount++ // as the claim that would run it now
-	in, err := assembler.Gather(ctx, task)
+	t.DispatchCount++ // as the claim that would run it now
+	in, err := assembler.Gather(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -131,12 +131,12 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if err != nil || workspaces == nil {
 		return in, err
 	}
-	req := spawner.Checkout(task, in)
-	base := workspaces.DefaultBranch(ctx, task.Repo)
+	req := spawner.Checkout(t, in)
+	base := workspaces.DefaultBranch(ctx, t.Repo)
 	if base == "" {
 		base = "main" // no mirror yet: Gitea's usual default
 	}
-	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(task.Repo, task.ID),
+	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(t.Repo, t.ID),
 		Branch: req.Branch, DefaultBranch: base})
 	return in, nil
 }
@@ -198,11 +198,11 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if action == "" {
 		action = offlineAction(ev)
 	}
-	task := madeUpTask(cfg, issue, action, agent)
-	m := &task.Meta
+	t := madeUpTask(cfg, issue, action, agent)
+	m := &t.Meta
 	m.Sender = ev.Sender
 	if ev.PullRequest != nil {
-		task.PRNumber = ev.PullRequest.Number
+		t.PRNumber = ev.PullRequest.Number
 		m.HeadSHA, m.HeadBranch = ev.PullRequest.HeadSHA, ev.PullRequest.HeadRef
 	}
 	if ev.Comment != nil {
@@ -211,7 +211,7 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if ev.Review != nil {
 		m.ReviewState, m.ReviewBody, m.Reviewer = ev.Review.Verdict, ev.Review.Body, ev.Sender
 	}
-	a, ok := cfg.Agent(task.Agent)
+	a, ok := cfg.Agent(t.Agent)
 	if !ok {
 		return nil, errors.New("no agent to render for: declare agents in the configuration or pass --agent")
 	}
@@ -219,7 +219,7 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if err != nil {
 		return nil, err
 	}
-	return &prompts.Input{Task: task, Issue: issue, Agent: pa, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}, nil
+	return &prompts.Input{Task: t, Issue: issue, Agent: pa, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}, nil
 }
 
 // offlineAction guesses the action a recorded event leads to.

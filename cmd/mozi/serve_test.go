@@ -216,7 +216,7 @@ func TestServeEmbeddedLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	store, err := repository.Open(ctx, cluster.URL(), repository.Options{})
 	require.NoError(t, err)
-	task, err := store.CreateTask(ctx, repository.NewTask{
+	tk, err := store.CreateTask(ctx, repository.NewTask{
 		Repo: "acme/widget", IssueNumber: 3, ActionType: repository.ActionIssueAssigned,
 		Agent: "coder2", Priority: repository.DefaultPriority,
 	})
@@ -244,7 +244,7 @@ func TestServeEmbeddedLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	store, err = repository.Open(ctx, cluster.URL(), repository.Options{})
 	require.NoError(t, err)
-	got, err := store.Task(ctx, task.ID)
+	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "coder2", got.Agent)
 	store.Close()
@@ -506,10 +506,10 @@ func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "rolled back 1 migration")
 
-	task, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
 		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
-	out, err = mozi("task", "show", fmt.Sprint(task.ID), "--json")
+	out, err = mozi("task", "show", fmt.Sprint(tk.ID), "--json")
 	require.NoError(t, err, out)
 	var shown map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &shown))

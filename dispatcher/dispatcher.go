@@ -21,25 +21,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Handler runs a claimed task (the spawner).
 type Handler interface {
-	Handle(ctx context.Context, t repository.Task)
+	Handle(ctx context.Context, t task.Task)
 }
 
 // Store is what the dispatcher claims from (repository.Store).
 type Store interface {
-	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]repository.Task, error)
-	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
+	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]task.Task, error)
+	Apply(ctx context.Context, id int64, ev task.Event, c repository.Change) (repository.Result, error)
 	SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (int, int, error)
 	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error)
-	Task(ctx context.Context, id int64) (repository.Task, error)
+	Task(ctx context.Context, id int64) (task.Task, error)
 }
 
 // IssueSource answers the dependency guardrail (repository.IssueReader).
 type IssueSource interface {
-	Issue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	Issue(ctx context.Context, repo string, number int) (task.Issue, error)
 	BlockedBy(ctx context.Context, repo string, number int) ([]int, error)
 }
 
@@ -166,7 +167,7 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 	if len(agents) == 0 {
 		d.cfg.Logger.Warn("no enabled agent declared: nothing will be spawned")
 	}
-	queue := make(chan repository.Task, d.cfg.MaxConcurrency)
+	queue := make(chan task.Task, d.cfg.MaxConcurrency)
 	for range d.cfg.MaxConcurrency {
 		d.wg.Go(func() { d.work(claimCtx, runCtx, queue) })
 	}
@@ -205,7 +206,7 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 
 // work runs queued tasks. Tasks still queued when claiming stops were
 // never started: they go back to pending at once.
-func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan repository.Task) {
+func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan task.Task) {
 	for t := range queue {
 		if claimCtx.Err() != nil {
 			d.release(t)
@@ -228,7 +229,7 @@ func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan reposit
 // preparation and the recording of its outcome: the lease never expires
 // under a live runner. Losing it (the task finished in Gitea, or another
 // runner took it over) cancels the handler's context with ErrLeaseLost.
-func (d *Dispatcher) runClaimed(runCtx context.Context, t repository.Task) {
+func (d *Dispatcher) runClaimed(runCtx context.Context, t task.Task) {
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -241,7 +242,7 @@ func (d *Dispatcher) runClaimed(runCtx context.Context, t repository.Task) {
 }
 
 // keepLease renews the task's lease every third of its TTL until ctx ends.
-func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t repository.Task) {
+func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t task.Task) {
 	beat := time.NewTicker(d.cfg.LeaseTTL / 3)
 	defer beat.Stop()
 	bg := context.WithoutCancel(ctx)
@@ -268,13 +269,13 @@ func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFu
 		} else {
 			log.Error("lease lost: stopping the agent")
 		}
-		cancel(repository.ErrLeaseLost)
+		cancel(task.ErrLeaseLost)
 		return
 	}
 }
 
-func (d *Dispatcher) release(t repository.Task) {
-	if _, err := d.store.Apply(context.Background(), t.ID, repository.EventRelease,
+func (d *Dispatcher) release(t task.Task) {
+	if _, err := d.store.Apply(context.Background(), t.ID, task.EventRelease,
 		repository.Change{Error: "not started: mozi was shutting down"}); err != nil {
 		d.cfg.Logger.Error("claimed task not released", "task_id", t.ID, "error", err)
 	}
@@ -295,14 +296,14 @@ func (d *Dispatcher) enabledAgents() []repository.AgentLimit {
 
 // guard checks the guardrails of a claimed task. A task that may never run
 // fails; one that must wait goes back to pending with a not_before.
-func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
+func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 	log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent,
 		"action_type", t.ActionType)
 	bg := context.WithoutCancel(ctx)
 	fail := func(reason, why string) bool {
 		log.Warn("guardrail: task failed", "guardrail", reason, "reason", why)
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		if _, err := d.store.Apply(bg, t.ID, repository.EventFail, repository.Change{Error: why}); err != nil {
+		if _, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why}); err != nil {
 			log.Error("task not failed", "error", err)
 		}
 		return false
@@ -310,7 +311,7 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 	hold := func(reason, why string, wait time.Duration) bool {
 		log.Info("guardrail: task waits", "guardrail", reason, "reason", why, "wait", wait.Round(time.Second).String())
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		if _, err := d.store.Apply(bg, t.ID, repository.EventRelease, repository.Change{
+		if _, err := d.store.Apply(bg, t.ID, task.EventRelease, repository.Change{
 			NotBefore: d.cfg.Now().Add(wait), Error: why}); err != nil {
 			log.Error("task not released", "error", err)
 		}
@@ -330,7 +331,7 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 	}
 	perIssue, perAgent, err := d.store.SpawnCounts(ctx, t.Repo, t.IssueNumber, t.Agent, d.cfg.Now().Add(-24*time.Hour))
 	if err != nil {
-		return hold("error", err.Error(), repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("error", err.Error(), task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	if t.IssueNumber > 0 && perIssue >= d.cfg.SpawnsPerIssuePerDay {
 		return hold("issue_budget", fmt.Sprintf("%d spawns on this issue in 24h (budget %d)", perIssue, d.cfg.SpawnsPerIssuePerDay), time.Hour)
@@ -346,19 +347,19 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 		return hold("shutdown", "mozi is shutting down", 0)
 	case errors.Is(err, context.DeadlineExceeded):
 		return hold("dependencies", fmt.Sprintf("dependencies unknown: Gitea did not answer within %s", d.cfg.GuardTimeout),
-			repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+			task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	case err != nil:
-		return hold("dependencies", "dependencies unknown: "+err.Error(), repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("dependencies", "dependencies unknown: "+err.Error(), task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	case blocker > 0:
-		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), repository.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), task.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	return true
 }
 
 // openDependency returns an issue this one waits for that is still open:
 // its Depends: lines and Gitea's native blocked-by, read fresh enough.
-func (d *Dispatcher) openDependency(ctx context.Context, t repository.Task) (int, error) {
-	if d.issues == nil || t.IssueNumber == 0 || t.ActionType != repository.ActionIssueAssigned {
+func (d *Dispatcher) openDependency(ctx context.Context, t task.Task) (int, error) {
+	if d.issues == nil || t.IssueNumber == 0 || t.ActionType != task.ActionIssueAssigned {
 		return 0, nil
 	}
 	deps := slices.Clone(t.DependsOn)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -12,7 +13,7 @@ import (
 // (repository.IssueReader: mozi's cache first, Gitea on a miss).
 type Reader interface {
 	IssueSource
-	MergeTask(ctx context.Context, t repository.Task) (repository.MergedTask, error)
+	MergeTask(ctx context.Context, t task.Task) (repository.MergedTask, error)
 }
 
 // AttemptLister lists a task's runs (repository.Store), for the retry
@@ -50,7 +51,7 @@ func NewAssembler(cfg AssemblerConfig) *Assembler {
 // Gather resolves the task (as claimed: its issue merged with the local
 // row) into the input its prompt is built from, with the previous
 // attempt's error and output on a retry.
-func (a *Assembler) Gather(ctx context.Context, t repository.Task) (*Input, error) {
+func (a *Assembler) Gather(ctx context.Context, t task.Task) (*Input, error) {
 	agent, ok := a.cfg.Agents[t.Agent]
 	if !ok {
 		return nil, fmt.Errorf("agent %s is not declared", t.Agent)
@@ -75,7 +76,7 @@ func (a *Assembler) Gather(ctx context.Context, t repository.Task) (*Input, erro
 
 // retry tells a run what the previous, failed, attempt left; nil when the
 // previous attempt ended cleanly.
-func (a *Assembler) retry(ctx context.Context, t repository.Task) (*Retry, error) {
+func (a *Assembler) retry(ctx context.Context, t task.Task) (*Retry, error) {
 	rt := &Retry{Attempt: t.DispatchCount, Error: t.LastError}
 	if a.cfg.Attempts == nil {
 		return rt, nil

@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // IssueSource is where Gather reads issues (repository.IssueReader: mozi's
 // cache first, Gitea on a miss).
 type IssueSource interface {
-	Issue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	Issue(ctx context.Context, repo string, number int) (task.Issue, error)
 	LatestReport(ctx context.Context, repo string, number int) (string, error)
 	BlockedBy(ctx context.Context, repo string, number int) ([]int, error)
-	SubIssues(ctx context.Context, repo string, parent int) ([]repository.Issue, error)
+	SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error)
 }
 
 // Bounds of the context gathered for one prompt.
@@ -28,7 +28,7 @@ const (
 // (from the task's cached copy when the source cannot tell), the issues it
 // builds on and, for a round review, the parent's sub-issues. A related
 // issue the source cannot read is left out rather than failing the prompt.
-func Gather(ctx context.Context, src IssueSource, t repository.Task, agent Agent, giteaURL, lead string) (*Input, error) {
+func Gather(ctx context.Context, src IssueSource, t task.Task, agent Agent, giteaURL, lead string) (*Input, error) {
 	in := &Input{Task: t, Agent: agent, GiteaURL: giteaURL, Lead: lead}
 	if t.IssueNumber > 0 {
 		issue, err := src.Issue(ctx, t.Repo, t.IssueNumber)
@@ -39,7 +39,7 @@ func Gather(ctx context.Context, src IssueSource, t repository.Task, agent Agent
 			return nil, err
 		default:
 			// The task's own copy, from the webhook that made it.
-			in.Issue = repository.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
+			in.Issue = task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
 				Body: t.IssueBodyCache, Labels: t.Meta.Labels, Author: t.Meta.IssueAuthor}
 		}
 	}
@@ -59,7 +59,7 @@ func Gather(ctx context.Context, src IssueSource, t repository.Task, agent Agent
 			in.Prior = append(in.Prior, related)
 		}
 	}
-	if t.ActionType == repository.ActionRoundReview {
+	if t.ActionType == task.ActionRoundReview {
 		subs, err := src.SubIssues(ctx, t.Repo, t.IssueNumber)
 		if err != nil {
 			return nil, fmt.Errorf("sub-issues of %s#%d: %w", t.Repo, t.IssueNumber, err)
@@ -83,7 +83,7 @@ type relation struct {
 
 // relations lists the issues a task builds on, without repeats: its
 // Depends: lines, its parent, and Gitea's native blocked-by.
-func relations(ctx context.Context, src IssueSource, t repository.Task) ([]relation, error) {
+func relations(ctx context.Context, src IssueSource, t task.Task) ([]relation, error) {
 	var out []relation
 	add := func(n int, rel string) {
 		if n <= 0 || n == t.IssueNumber {

@@ -21,6 +21,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
@@ -36,7 +37,7 @@ type world struct {
 	store  *repository.Store
 	gitea  *giteatest.Server
 	reader *repository.IssueReader
-	tasks  []repository.Task
+	tasks  []task.Task
 }
 
 func newWorld(t testing.TB) *world {
@@ -68,7 +69,7 @@ func newWorld(t testing.TB) *world {
 	return &world{store: store, gitea: srv, reader: repository.NewIssueReader(store, g), tasks: tasks}
 }
 
-func (w *world) find(t testing.TB, action repository.ActionType, agent string, business repository.BusinessType) repository.Task {
+func (w *world) find(t testing.TB, action task.ActionType, agent string, business task.BusinessType) task.Task {
 	t.Helper()
 	for _, tk := range w.tasks {
 		if tk.ActionType == action && tk.Agent == agent && (business == "" || tk.BusinessType == business) {
@@ -76,7 +77,7 @@ func (w *world) find(t testing.TB, action repository.ActionType, agent string, b
 		}
 	}
 	t.Fatalf("no recorded %s task for %s", action, agent)
-	return repository.Task{}
+	return task.Task{}
 }
 
 func agentFor(login string) Agent {
@@ -91,7 +92,7 @@ func agentFor(login string) Agent {
 
 type promptCase struct {
 	name  string
-	task  repository.Task
+	task  task.Task
 	retry *Retry
 	// own: the agent works in its own directory (workspace: none) instead
 	// of a worktree mozi prepared; noGitea: no gitea.url configured.
@@ -102,46 +103,46 @@ type promptCase struct {
 // recorded sequence produced, and variations of them for what it did not.
 func (w *world) cases(t testing.TB) []promptCase {
 	t.Helper()
-	bug := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
-	infra := w.find(t, repository.ActionIssueAssigned, "coder2", repository.BusinessInfrastructure)
-	ci := w.find(t, repository.ActionCIFailure, "coder2", "")
+	bug := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
+	infra := w.find(t, task.ActionIssueAssigned, "coder2", task.BusinessInfrastructure)
+	ci := w.find(t, task.ActionCIFailure, "coder2", "")
 	out := []promptCase{
 		{name: "issue_assigned-bug", task: bug},
 		{name: "issue_assigned-infrastructure", task: infra},
-		{name: "issue_assigned-docs", task: w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessDocs)},
-		{name: "mention", task: w.find(t, repository.ActionMention, "infra1", "")},
-		{name: "review_request", task: w.find(t, repository.ActionReviewRequest, "reviewer1", "")},
-		{name: "review_result", task: w.find(t, repository.ActionReviewResult, "coder2", "")},
-		{name: "review_updated", task: w.find(t, repository.ActionReviewUpdated, "reviewer1", "")},
-		{name: "review_comment", task: w.find(t, repository.ActionReviewComment, "coder2", "")},
+		{name: "issue_assigned-docs", task: w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessDocs)},
+		{name: "mention", task: w.find(t, task.ActionMention, "infra1", "")},
+		{name: "review_request", task: w.find(t, task.ActionReviewRequest, "reviewer1", "")},
+		{name: "review_result", task: w.find(t, task.ActionReviewResult, "coder2", "")},
+		{name: "review_updated", task: w.find(t, task.ActionReviewUpdated, "reviewer1", "")},
+		{name: "review_comment", task: w.find(t, task.ActionReviewComment, "coder2", "")},
 		{name: "ci_failure", task: ci},
-		{name: "review_merged", task: w.find(t, repository.ActionReviewMerged, "coder2", "")},
-		{name: "issue_closed", task: w.find(t, repository.ActionIssueClosed, "coder1", "")},
+		{name: "review_merged", task: w.find(t, task.ActionReviewMerged, "coder2", "")},
+		{name: "issue_closed", task: w.find(t, task.ActionIssueClosed, "coder1", "")},
 		{name: "issue_assigned-bug-retry", task: bug, retry: &Retry{Attempt: 2,
 			Error: "exit status 1", OutputTail: "go test ./...\n--- FAIL: TestBucket (0.00s)\nFAIL"}},
 		{name: "issue_assigned-bug-own-workdir", task: bug, own: true},
 		{name: "issue_assigned-bug-no-gitea", task: bug, noGitea: true},
 	}
 	followUp := bug
-	followUp.Meta.FollowUp = repository.FollowUpPullRequest
+	followUp.Meta.FollowUp = task.FollowUpPullRequest
 	out = append(out, promptCase{name: "issue_assigned-bug-follow-up", task: followUp})
-	for _, b := range []repository.BusinessType{repository.BusinessFeature, repository.BusinessImpl,
-		repository.BusinessRefactor, repository.BusinessTest} {
+	for _, b := range []task.BusinessType{task.BusinessFeature, task.BusinessImpl,
+		task.BusinessRefactor, task.BusinessTest} {
 		tk := infra
 		tk.BusinessType = b
 		out = append(out, promptCase{name: "issue_assigned-" + string(b), task: tk})
 	}
-	for _, a := range []repository.ActionType{repository.ActionDeployFailure, repository.ActionInfrastructureFailure} {
+	for _, a := range []task.ActionType{task.ActionDeployFailure, task.ActionInfrastructureFailure} {
 		tk := ci
 		tk.ActionType, tk.Agent, tk.IssueNumber, tk.PRNumber = a, "infra1", 0, 0
 		tk.Meta.StatusCtx, tk.Meta.HeadBranch = "deploy/production", ""
 		out = append(out, promptCase{name: string(a), task: tk})
 	}
-	parent := repository.Task{Repo: "acme/widget", IssueNumber: 1, ActionType: repository.ActionDiscussion,
-		Agent: "coder2", Priority: 1, Status: repository.StatusPending}
+	parent := task.Task{Repo: "acme/widget", IssueNumber: 1, ActionType: task.ActionDiscussion,
+		Agent: "coder2", Priority: 1, Status: task.StatusPending}
 	out = append(out, promptCase{name: "discussion", task: parent})
 	round := parent
-	round.ActionType, round.Agent, round.Meta.Round = repository.ActionRoundReview, "lead", 1
+	round.ActionType, round.Agent, round.Meta.Round = task.ActionRoundReview, "lead", 1
 	out = append(out, promptCase{name: "round_review", task: round})
 	return out
 }
@@ -185,7 +186,7 @@ func TestGoldenPrompts(t *testing.T) {
 		b := NewBuilder(set, nil, 0)
 		for _, c := range w.cases(t) {
 			covered[string(c.task.ActionType)] = true
-			if c.task.ActionType == repository.ActionIssueAssigned {
+			if c.task.ActionType == task.ActionIssueAssigned {
 				covered["business/"+string(c.task.BusinessType)] = true
 			}
 			p := w.build(t, b, c)
@@ -202,10 +203,10 @@ func TestGoldenPrompts(t *testing.T) {
 			assert.Equal(t, string(want), text, "%s differs from %s (go test ./prompts -run Golden -update)", c.name, path)
 		}
 	}
-	for _, a := range repository.ActionTypes {
+	for _, a := range task.ActionTypes {
 		assert.True(t, covered[string(a)], "no golden prompt for %s", a)
 	}
-	for _, bt := range repository.BusinessTypes {
+	for _, bt := range task.BusinessTypes {
 		assert.True(t, covered["business/"+string(bt)], "no golden prompt for business type %s", bt)
 	}
 }
@@ -257,7 +258,7 @@ func TestNoPlaceholderLeftUnfilled(t *testing.T) {
 }
 
 // labelsFor lists the labels a task's prompt renders.
-func labelsFor(t repository.Task, in *Input) []string {
+func labelsFor(t task.Task, in *Input) []string {
 	out := []string{"steps", "no_body", "cut"}
 	switch {
 	case t.IssueNumber == 0:
@@ -268,13 +269,13 @@ func labelsFor(t repository.Task, in *Input) []string {
 		out = append(out, "subject_issue")
 	}
 	switch t.ActionType {
-	case repository.ActionReviewResult, repository.ActionReviewComment:
+	case task.ActionReviewResult, task.ActionReviewComment:
 		out = append(out, "review")
-	case repository.ActionMention:
+	case task.ActionMention:
 		out = append(out, "comment")
-	case repository.ActionCIFailure, repository.ActionDeployFailure, repository.ActionInfrastructureFailure:
+	case task.ActionCIFailure, task.ActionDeployFailure, task.ActionInfrastructureFailure:
 		out = append(out, "check")
-	case repository.ActionRoundReview:
+	case task.ActionRoundReview:
 		out = append(out, "sub_issues")
 	}
 	if len(in.Prior) > 0 || len(in.SubIssues) > 0 {
@@ -338,7 +339,7 @@ func TestHugeInputsStayWithinBudget(t *testing.T) {
 	require.NoError(t, err)
 	b := NewBuilder(set, nil, 0)
 
-	tk := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	tk := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
 	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
 	require.NoError(t, err)
 	// A 1 MiB body with multi-byte runes, a huge role, huge prior reports.
@@ -377,7 +378,7 @@ func TestLongCommentThreadStaysWithinBudget(t *testing.T) {
 	}
 	set, err := templates.Load("en", "")
 	require.NoError(t, err)
-	tk := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	tk := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
 	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
 	require.NoError(t, err)
 	p, err := NewBuilder(set, nil, 0).Build(in)
@@ -391,7 +392,7 @@ func BenchmarkBuildWarm(b *testing.B) {
 	set, err := templates.Load("en", "")
 	require.NoError(b, err)
 	builder := NewBuilder(set, nil, 0)
-	t := w.find(b, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	t := w.find(b, task.ActionIssueAssigned, "coder1", task.BusinessBug)
 	ctx := context.Background()
 	build := func() {
 		in, err := Gather(ctx, w.reader, t, agentFor("coder1"), w.gitea.URL, "lead")
@@ -425,7 +426,7 @@ func TestRoundReviewAndDiscussionOpenNoPullRequest(t *testing.T) {
 		require.NoError(t, err)
 		b := NewBuilder(set, nil, 0)
 		for _, c := range w.cases(t) {
-			if c.task.ActionType != repository.ActionRoundReview && c.task.ActionType != repository.ActionDiscussion {
+			if c.task.ActionType != task.ActionRoundReview && c.task.ActionType != task.ActionDiscussion {
 				continue
 			}
 			p := w.build(t, b, c)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Attempt outcomes.
@@ -42,7 +44,7 @@ type Attempt struct {
 }
 
 // StartAttempt records that a task's agent is being spawned.
-func (s *Store) StartAttempt(ctx context.Context, t Task, runner, logPath string) (Attempt, error) {
+func (s *Store) StartAttempt(ctx context.Context, t task.Task, runner, logPath string) (Attempt, error) {
 	a, err := insertAttempt(ctx, s.pool, t, runner, logPath)
 	if err != nil {
 		return Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", t.DispatchCount, t.ID, err)
@@ -52,7 +54,7 @@ func (s *Store) StartAttempt(ctx context.Context, t Task, runner, logPath string
 
 // insertAttempt records attempt t.DispatchCount of t as running; a rescued
 // attempt that is run again reuses its row.
-func insertAttempt(ctx context.Context, q querier, t Task, runner, logPath string) (Attempt, error) {
+func insertAttempt(ctx context.Context, q querier, t task.Task, runner, logPath string) (Attempt, error) {
 	a := Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
 		Issue: t.IssueNumber, LogPath: logPath, Outcome: AttemptRunning}
 	err := q.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
@@ -134,13 +136,13 @@ func (s *Store) SpawnCounts(ctx context.Context, repo string, issue int, agent s
 // StartRun moves a claimed task to working for owner and records its
 // attempt, in one transaction. started is false when the task moved
 // meanwhile (nothing is recorded then).
-func (s *Store) StartRun(ctx context.Context, t Task, owner, logPath string) (Attempt, bool, error) {
+func (s *Store) StartRun(ctx context.Context, t task.Task, owner, logPath string) (Attempt, bool, error) {
 	var (
 		a       Attempt
 		started bool
 	)
 	err := s.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.Apply(ctx, t.ID, EventStart, Change{LeaseOwner: owner})
+		res, err := tx.Apply(ctx, t.ID, task.EventStart, Change{LeaseOwner: owner})
 		if err != nil || !res.Applied {
 			return err
 		}
@@ -161,7 +163,7 @@ type RunEnd struct {
 	Owner string
 	// Event moves the task (with Change); "" only drops the run's lease
 	// (the task waits for Gitea).
-	Event  Event
+	Event  task.Event
 	Change Change
 	// Reclaim: the run ended by itself (it was not killed for a lost lease
 	// or a shutdown), so if the ticker rescued its task while the runner
@@ -183,7 +185,7 @@ func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 			}
 		}
 		if e.Reclaim && a.Attempt > 0 {
-			if _, err := tx.Apply(ctx, a.TaskID, EventReclaim, Change{LeaseOwner: e.Owner, Attempt: a.Attempt}); err != nil {
+			if _, err := tx.Apply(ctx, a.TaskID, task.EventReclaim, Change{LeaseOwner: e.Owner, Attempt: a.Attempt}); err != nil {
 				return err
 			}
 		}

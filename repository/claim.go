@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // AgentLimit is an agent the dispatcher may spawn and its concurrency cap,
@@ -99,7 +101,7 @@ var taskColumnsT = qualify("t", taskColumns)
 
 // ClaimTasks claims up to req.Limit due tasks for req.Owner, in one
 // transaction under a claim lock shared by every replica.
-func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error) {
+func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]task.Task, error) {
 	if req.Limit <= 0 || len(req.Agents) == 0 {
 		return nil, nil
 	}
@@ -108,7 +110,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 	for i, a := range req.Agents {
 		logins[i], limits[i] = a.Login, int32(max(a.MaxConcurrency, 1))
 	}
-	var tasks []Task
+	var tasks []task.Task
 	err := s.InTx(ctx, func(tx *Tx) error {
 		if _, err := tx.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLockKey); err != nil {
 			return fmt.Errorf("take claim lock: %w", err)
@@ -131,7 +133,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 	if err != nil {
 		return nil, err
 	}
-	s.observe(EventClaim, StatusClaimed, len(tasks))
+	s.observe(task.EventClaim, task.StatusClaimed, len(tasks))
 	return tasks, nil
 }
 
@@ -149,8 +151,8 @@ func (s *Store) Heartbeat(ctx context.Context, id int64, owner string, ttl time.
 // RescueExpired returns claimed and working tasks whose lease expired (their
 // runner died) to pending, each exactly once, and closes their open
 // attempts as rescued.
-func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
-	var tasks []Task
+func (s *Store) RescueExpired(ctx context.Context) ([]task.Task, error) {
+	var tasks []task.Task
 	err := s.InTx(ctx, func(tx *Tx) error {
 		rows, err := tx.tx.Query(ctx, `UPDATE task_state t SET status = 'pending', lease_owner = NULL,
 				lease_expires_at = NULL, not_before = now(), updated_at = now(),
@@ -177,7 +179,7 @@ func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
 		return nil
 	})
 	if err == nil {
-		s.observe(EventRescue, StatusPending, len(tasks))
+		s.observe(task.EventRescue, task.StatusPending, len(tasks))
 	}
 	return tasks, err
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
-func claim(t *testing.T, store *repository.Store, owner string, limit int, agents ...repository.AgentLimit) []repository.Task {
+func claim(t *testing.T, store *repository.Store, owner string, limit int, agents ...repository.AgentLimit) []task.Task {
 	t.Helper()
 	tasks, err := store.ClaimTasks(context.Background(), repository.ClaimRequest{Owner: owner, Limit: limit,
 		LeaseTTL: time.Minute, Agents: agents})
@@ -28,7 +29,7 @@ func endRun(t *testing.T, store *repository.Store, id int64, owner string) {
 	require.NoError(t, err)
 }
 
-func ids(tasks []repository.Task) []int64 {
+func ids(tasks []task.Task) []int64 {
 	out := make([]int64, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.ID
@@ -40,19 +41,19 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	t.Parallel()
 	store, raw := setup(t)
 	ctx := context.Background()
-	mk := func(issue, prio int, agent string, action repository.ActionType) repository.Task {
+	mk := func(issue, prio int, agent string, action task.ActionType) task.Task {
 		n := newTask(issue)
 		n.Priority, n.Agent, n.ActionType = prio, agent, action
 		tk, err := store.CreateTask(ctx, n)
 		require.NoError(t, err)
 		return tk
 	}
-	low := mk(1, 3, "coder1", repository.ActionIssueAssigned)
-	urgent := mk(2, 0, "coder1", repository.ActionIssueAssigned)
-	sameIssue := mk(2, 0, "coder1", repository.ActionMention) // same (issue, agent) as urgent
-	other := mk(3, 1, "coder2", repository.ActionIssueAssigned)
-	disabled := mk(4, 0, "coder3", repository.ActionIssueAssigned)
-	later := mk(5, 0, "coder2", repository.ActionIssueAssigned)
+	low := mk(1, 3, "coder1", task.ActionIssueAssigned)
+	urgent := mk(2, 0, "coder1", task.ActionIssueAssigned)
+	sameIssue := mk(2, 0, "coder1", task.ActionMention) // same (issue, agent) as urgent
+	other := mk(3, 1, "coder2", task.ActionIssueAssigned)
+	disabled := mk(4, 0, "coder3", task.ActionIssueAssigned)
+	later := mk(5, 0, "coder2", task.ActionIssueAssigned)
 	_, err := raw.Exec(ctx, `UPDATE task_state SET not_before = now() + interval '1 hour' WHERE id = $1`, later.ID)
 	require.NoError(t, err)
 
@@ -60,12 +61,12 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	got := claim(t, store, "r1", 10, agents...)
 	assert.Equal(t, []int64{urgent.ID, other.ID}, ids(got),
 		"priority order; coder1 at its limit of 1; one run per issue and agent; disabled agents and future tasks wait")
-	assert.Equal(t, repository.StatusClaimed, got[0].Status)
+	assert.Equal(t, task.StatusClaimed, got[0].Status)
 	assert.Equal(t, "r1", got[0].LeaseOwner)
 	assert.Equal(t, 1, got[0].DispatchCount)
 
 	assert.Empty(t, claim(t, store, "r2", 10, agents...), "nothing else is due: coder1 is busy")
-	_, err = store.Apply(ctx, urgent.ID, repository.EventComplete, repository.Change{})
+	_, err = store.Apply(ctx, urgent.ID, task.EventComplete, repository.Change{})
 	require.NoError(t, err)
 	got = claim(t, store, "r2", 10, agents...)
 	assert.Equal(t, []int64{sameIssue.ID}, ids(got), "the issue's other task, then the lower priority one")
@@ -103,20 +104,20 @@ func TestClaimWaitsForDependencies(t *testing.T) {
 	t.Parallel()
 	store, _ := setup(t)
 	ctx := context.Background()
-	require.NoError(t, store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 1, State: "open"}))
+	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: "open"}))
 	n := newTask(2)
 	n.DependsOn = []int{1, 99} // 99 is unknown: it does not block
 	blocked, err := store.CreateTask(ctx, n)
 	require.NoError(t, err)
 	mention := newTask(2)
-	mention.ActionType, mention.DependsOn = repository.ActionMention, []int{1}
+	mention.ActionType, mention.DependsOn = task.ActionMention, []int{1}
 	m, err := store.CreateTask(ctx, mention)
 	require.NoError(t, err)
 	agents := repository.AgentLimit{Login: "coder1", MaxConcurrency: 5}
 	assert.Equal(t, []int64{m.ID}, ids(claim(t, store, "r", 5, agents)), "mentions do not wait for dependencies")
 	endRun(t, store, m.ID, "r")
 	assert.Empty(t, claim(t, store, "r", 5, agents), "issue work waits for #1")
-	require.NoError(t, store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 1, State: "closed"}))
+	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: "closed"}))
 	assert.Equal(t, []int64{blocked.ID}, ids(claim(t, store, "r", 5, agents)))
 }
 
@@ -196,7 +197,7 @@ func TestRescueExactlyOnce(t *testing.T) {
 	require.NoError(t, err)
 	claimed := claim(t, store, "dead-runner", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
 	require.Len(t, claimed, 1)
-	_, err = store.Apply(ctx, tk.ID, repository.EventStart, repository.Change{LeaseOwner: "dead-runner"})
+	_, err = store.Apply(ctx, tk.ID, task.EventStart, repository.Change{LeaseOwner: "dead-runner"})
 	require.NoError(t, err)
 	attempt, err := store.StartAttempt(ctx, claimed[0], "dead-runner", "/tmp/x.log")
 	require.NoError(t, err)
@@ -226,7 +227,7 @@ func TestRescueExactlyOnce(t *testing.T) {
 	assert.Equal(t, 1, count, "rescued exactly once")
 	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, task.StatusPending, got.Status)
 	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)

@@ -12,6 +12,8 @@ import (
 	"code.gitea.io/sdk/gitea"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // GiteaConfig configures mozi's Gitea API access.
@@ -120,20 +122,20 @@ func apiErr(what string, resp *gitea.Response, err error) error {
 }
 
 // FetchIssue reads an issue (or a pull request's issue side) from Gitea.
-func (g *Gitea) FetchIssue(ctx context.Context, repo string, number int) (Issue, error) {
+func (g *Gitea) FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
-		return Issue{}, err
+		return task.Issue{}, err
 	}
 	gi, resp, err := c.GetIssue(owner, name, int64(number))
 	if err != nil {
-		return Issue{}, apiErr(fmt.Sprintf("get issue %s#%d", repo, number), resp, err)
+		return task.Issue{}, apiErr(fmt.Sprintf("get issue %s#%d", repo, number), resp, err)
 	}
 	return issueFromSDK(repo, gi), nil
 }
 
-func issueFromSDK(repo string, gi *gitea.Issue) Issue {
-	i := Issue{Repo: repo, Number: int(gi.Index), Title: gi.Title, Body: gi.Body,
+func issueFromSDK(repo string, gi *gitea.Issue) task.Issue {
+	i := task.Issue{Repo: repo, Number: int(gi.Index), Title: gi.Title, Body: gi.Body,
 		State: string(gi.State), IsPull: gi.PullRequest != nil,
 		CreatedAt: gi.Created.UTC(), UpdatedAt: gi.Updated.UTC()}
 	if gi.Poster != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // giteaTransport is the http.RoundTripper behind every Gitea API call: a
@@ -235,7 +237,7 @@ func retryAfter(resp *http.Response) time.Duration {
 }
 
 func (t *giteaTransport) backoff(attempt int) time.Duration {
-	return Backoff(attempt, t.backoffBase, t.backoffMax)
+	return task.Backoff(attempt, t.backoffBase, t.backoffMax)
 }
 
 func drain(resp *http.Response) {

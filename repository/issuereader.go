@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // IssueReader serves issue data (text, latest [Action Report], native
@@ -32,7 +34,7 @@ type IssueReader struct {
 
 type memEntry struct {
 	at       time.Time
-	issue    Issue
+	issue    task.Issue
 	notFound bool // Gitea said 404: asked again after the TTL
 	report   *string
 	blocked  *[]int
@@ -142,29 +144,29 @@ func (r *IssueReader) evictOldest(size int) {
 var ErrUnavailable = errors.New("not cached and no Gitea to ask")
 
 // Issue returns an issue: cache first, Gitea on a miss (and cached then).
-func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (Issue, error) {
+func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
 	key := memKey(repo, number)
 	if e, ok := r.cached(key); ok && e.issue.Number != 0 {
 		return e.issue, nil
 	} else if ok && e.notFound {
-		return Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrNotFound)
+		return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrNotFound)
 	}
 	issue, found, err := r.store.Issue(ctx, repo, number)
 	if err != nil {
-		return Issue{}, err
+		return task.Issue{}, err
 	}
 	if !found {
 		if r.gitea == nil {
-			return Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrUnavailable)
+			return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrUnavailable)
 		}
 		if issue, err = r.gitea.FetchIssue(ctx, repo, number); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				r.remember(key, func(e *memEntry) { e.notFound = true })
 			}
-			return Issue{}, err
+			return task.Issue{}, err
 		}
 		if err := r.store.SaveIssue(ctx, issue); err != nil {
-			return Issue{}, err
+			return task.Issue{}, err
 		}
 	}
 	r.remember(key, func(e *memEntry) { e.issue = issue })
@@ -256,14 +258,14 @@ func (r *IssueReader) BlockedBy(ctx context.Context, repo string, number int) ([
 }
 
 // SubIssues lists the cached sub-issues of a parent issue, by number.
-func (r *IssueReader) SubIssues(ctx context.Context, repo string, parent int) ([]Issue, error) {
+func (r *IssueReader) SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error) {
 	rows, err := r.store.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
 		WHERE repo = $1 AND parent_issue = $2 ORDER BY number`, repo, parent)
 	if err != nil {
 		return nil, fmt.Errorf("list sub-issues of %s#%d: %w", repo, parent, err)
 	}
 	defer rows.Close()
-	var out []Issue
+	var out []task.Issue
 	for rows.Next() {
 		i, err := scanIssue(rows)
 		if err != nil {
@@ -288,8 +290,8 @@ func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body 
 
 // MergedTask is a task with its issue's collaboration data.
 type MergedTask struct {
-	Task
-	Issue Issue
+	task.Task
+	Issue task.Issue
 }
 
 // MergeTask merges a task in hand (the claim's row) with its issue (SPEC
@@ -299,8 +301,8 @@ type MergedTask struct {
 // newer updated_at than the copy; Gitea is asked only for an issue mozi
 // has never seen. When nothing newer can be had (Gitea down), the task's
 // copy is served.
-func (r *IssueReader) MergeTask(ctx context.Context, t Task) (MergedTask, error) {
-	m := MergedTask{Task: t, Issue: Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
+func (r *IssueReader) MergeTask(ctx context.Context, t task.Task) (MergedTask, error) {
+	m := MergedTask{Task: t, Issue: task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
 		Body: t.IssueBodyCache, Labels: t.Meta.Labels, Author: t.Meta.IssueAuthor, UpdatedAt: t.IssueUpdatedAt,
 		State: "open"}}
 	if t.IssueNumber == 0 {

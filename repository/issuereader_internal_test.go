@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // The reader's in-memory layer stays bounded by size and by age: twenty
@@ -17,7 +19,7 @@ func TestIssueReaderMemoryIsBounded(t *testing.T) {
 	r := &IssueReader{ttl: 30 * time.Second, now: func() time.Time { return now }, mem: map[string]memEntry{}}
 	remember := func(n, bodySize int) {
 		now = now.Add(time.Millisecond) // entries come one after the other
-		issue := Issue{Repo: "acme/widget", Number: n, Title: "t", Body: strings.Repeat("x", bodySize)}
+		issue := task.Issue{Repo: "acme/widget", Number: n, Title: "t", Body: strings.Repeat("x", bodySize)}
 		r.remember(memKey("acme/widget", n), func(e *memEntry) { e.issue = issue })
 	}
 

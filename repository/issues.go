@@ -7,43 +7,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/moziplus/mozi/repository/task"
 )
-
-// Issue is what mozi knows of a Gitea issue (or the issue side of a pull
-// request): collaboration data cached from webhooks and API reads.
-type Issue struct {
-	Repo        string
-	Number      int
-	IsPull      bool
-	Title       string
-	Body        string
-	State       string // open or closed
-	Author      string
-	Labels      []string
-	Assignees   []string
-	ParentIssue int
-	DependsOn   []int
-	CreatedAt   time.Time // Gitea's created_at
-	UpdatedAt   time.Time // Gitea's updated_at: orders competing payloads
-	ClosedAt    time.Time
-	ClosedBy    string
-	// DiscussionDueAt is when an unassigned top-level issue gets its
-	// discussion broadcast; DiscussedAt records that it happened.
-	DiscussionDueAt time.Time
-	DiscussedAt     time.Time
-	SyncedAt        time.Time
-}
-
-// Closed reports whether the issue is closed.
-func (i Issue) Closed() bool { return i.State == "closed" }
 
 const issueColumns = `repo, number, is_pull, title, body, state, author, labels, assignees,
 	parent_issue, depends_on, gitea_created_at, gitea_updated_at, closed_at, closed_by,
 	discussion_due_at, discussed_at, synced_at`
 
-func scanIssue(row pgx.Row) (Issue, error) {
+func scanIssue(row pgx.Row) (task.Issue, error) {
 	var (
-		i                                        Issue
+		i                                        task.Issue
 		parent                                   *int32
 		depends                                  []int32
 		created, updated, closed, due, discussed *time.Time
@@ -51,7 +25,7 @@ func scanIssue(row pgx.Row) (Issue, error) {
 	if err := row.Scan(&i.Repo, &i.Number, &i.IsPull, &i.Title, &i.Body, &i.State, &i.Author,
 		&i.Labels, &i.Assignees, &parent, &depends, &created, &updated, &closed, &i.ClosedBy,
 		&due, &discussed, &i.SyncedAt); err != nil {
-		return Issue{}, err
+		return task.Issue{}, err
 	}
 	i.ParentIssue = derefInt(parent)
 	for _, d := range depends {
@@ -62,18 +36,18 @@ func scanIssue(row pgx.Row) (Issue, error) {
 	return i, nil
 }
 
-func getIssue(ctx context.Context, q querier, repo string, number int) (Issue, bool, error) {
+func getIssue(ctx context.Context, q querier, repo string, number int) (task.Issue, bool, error) {
 	i, err := scanIssue(q.QueryRow(ctx, `SELECT `+issueColumns+` FROM issues WHERE repo = $1 AND number = $2`, repo, number))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Issue{}, false, nil
+		return task.Issue{}, false, nil
 	}
 	if err != nil {
-		return Issue{}, false, fmt.Errorf("read issue %s#%d: %w", repo, number, err)
+		return task.Issue{}, false, fmt.Errorf("read issue %s#%d: %w", repo, number, err)
 	}
 	return i, true, nil
 }
 
-func saveIssue(ctx context.Context, q querier, i Issue) error {
+func saveIssue(ctx context.Context, q querier, i task.Issue) error {
 	labels, assignees := nonNil(i.Labels), nonNil(i.Assignees)
 	depends := i.DependsOn
 	if depends == nil {
@@ -103,80 +77,60 @@ func saveIssue(ctx context.Context, q querier, i Issue) error {
 }
 
 // Issue returns the cached issue.
-func (t *Tx) Issue(ctx context.Context, repo string, number int) (Issue, bool, error) {
+func (t *Tx) Issue(ctx context.Context, repo string, number int) (task.Issue, bool, error) {
 	return getIssue(ctx, t.tx, repo, number)
 }
 
 // SaveIssue writes the whole cached issue (insert or replace).
-func (t *Tx) SaveIssue(ctx context.Context, i Issue) error { return saveIssue(ctx, t.tx, i) }
+func (t *Tx) SaveIssue(ctx context.Context, i task.Issue) error { return saveIssue(ctx, t.tx, i) }
 
 // Issue returns the cached issue.
-func (s *Store) Issue(ctx context.Context, repo string, number int) (Issue, bool, error) {
+func (s *Store) Issue(ctx context.Context, repo string, number int) (task.Issue, bool, error) {
 	return getIssue(ctx, s.pool, repo, number)
 }
 
 // SaveIssue writes the whole cached issue (insert or replace).
-func (s *Store) SaveIssue(ctx context.Context, i Issue) error { return saveIssue(ctx, s.pool, i) }
-
-// PullRequest is what mozi knows of a Gitea pull request.
-type PullRequest struct {
-	Repo     string
-	Number   int
-	Author   string
-	Title    string
-	HeadRef  string
-	HeadSHA  string
-	BaseRef  string
-	State    string // open or closed
-	Merged   bool
-	MergedBy string
-	// LinkedIssues are the issues the PR closes, as owner/name#N.
-	LinkedIssues []string
-	// ChangesRequestedBy are reviewers whose latest verdict asked for changes.
-	ChangesRequestedBy []string
-	UpdatedAt          time.Time
-	ClosedAt           time.Time
-}
+func (s *Store) SaveIssue(ctx context.Context, i task.Issue) error { return saveIssue(ctx, s.pool, i) }
 
 const prColumns = `repo, number, author, title, head_ref, head_sha, base_ref, state, merged,
 	merged_by, linked_issues, changes_requested_by, gitea_updated_at, closed_at`
 
-func scanPR(row pgx.Row) (PullRequest, error) {
+func scanPR(row pgx.Row) (task.PullRequest, error) {
 	var (
-		p               PullRequest
+		p               task.PullRequest
 		updated, closed *time.Time
 	)
 	if err := row.Scan(&p.Repo, &p.Number, &p.Author, &p.Title, &p.HeadRef, &p.HeadSHA, &p.BaseRef,
 		&p.State, &p.Merged, &p.MergedBy, &p.LinkedIssues, &p.ChangesRequestedBy, &updated, &closed); err != nil {
-		return PullRequest{}, err
+		return task.PullRequest{}, err
 	}
 	p.UpdatedAt, p.ClosedAt = derefTime(updated), derefTime(closed)
 	return p, nil
 }
 
-func getPR(ctx context.Context, q querier, where string, args ...any) (PullRequest, bool, error) {
+func getPR(ctx context.Context, q querier, where string, args ...any) (task.PullRequest, bool, error) {
 	p, err := scanPR(q.QueryRow(ctx, `SELECT `+prColumns+` FROM pull_requests WHERE `+where, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PullRequest{}, false, nil
+		return task.PullRequest{}, false, nil
 	}
 	if err != nil {
-		return PullRequest{}, false, fmt.Errorf("read pull request: %w", err)
+		return task.PullRequest{}, false, fmt.Errorf("read pull request: %w", err)
 	}
 	return p, true, nil
 }
 
 // PullRequest returns the cached pull request.
-func (t *Tx) PullRequest(ctx context.Context, repo string, number int) (PullRequest, bool, error) {
+func (t *Tx) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, bool, error) {
 	return getPR(ctx, t.tx, `repo = $1 AND number = $2`, repo, number)
 }
 
 // OpenPullRequestByHead finds the open pull request whose head is sha.
-func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (PullRequest, bool, error) {
+func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (task.PullRequest, bool, error) {
 	return getPR(ctx, t.tx, `repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
 }
 
 // SavePullRequest writes the whole cached pull request.
-func (t *Tx) SavePullRequest(ctx context.Context, p PullRequest) error {
+func (t *Tx) SavePullRequest(ctx context.Context, p task.PullRequest) error {
 	state := p.State
 	if state == "" {
 		state = "open"
@@ -196,21 +150,9 @@ func (t *Tx) SavePullRequest(ctx context.Context, p PullRequest) error {
 	return nil
 }
 
-// CommitStatus is a failing commit status kept until its commit is known.
-type CommitStatus struct {
-	Repo        string
-	ID          int64
-	SHA         string
-	Context     string
-	State       string
-	TargetURL   string
-	Description string
-	Sender      string
-}
-
 // SaveUnmatchedStatus keeps a failing status whose commit is not a tracked
 // PR head yet.
-func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st CommitStatus) error {
+func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st task.CommitStatus) error {
 	_, err := t.tx.Exec(ctx, `INSERT INTO commit_statuses (repo, status_id, sha, context, state,
 			target_url, description, sender) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (repo, status_id) DO NOTHING`,
@@ -222,7 +164,7 @@ func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st CommitStatus) error {
 }
 
 // TakeUnmatchedStatuses returns and marks matched the kept statuses of sha.
-func (t *Tx) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]CommitStatus, error) {
+func (t *Tx) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error) {
 	rows, err := t.tx.Query(ctx, `UPDATE commit_statuses SET matched_at = now()
 		WHERE repo = $1 AND sha = $2 AND matched_at IS NULL
 		RETURNING repo, status_id, sha, context, state, target_url, description, sender`, repo, sha)
@@ -230,9 +172,9 @@ func (t *Tx) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]Com
 		return nil, fmt.Errorf("take statuses of %s@%s: %w", repo, sha, err)
 	}
 	defer rows.Close()
-	var out []CommitStatus
+	var out []task.CommitStatus
 	for rows.Next() {
-		var st CommitStatus
+		var st task.CommitStatus
 		if err := rows.Scan(&st.Repo, &st.ID, &st.SHA, &st.Context, &st.State, &st.TargetURL,
 			&st.Description, &st.Sender); err != nil {
 			return nil, fmt.Errorf("scan status: %w", err)
@@ -250,6 +192,6 @@ func nonNil(s []string) []string {
 }
 
 // PullRequest returns the cached pull request.
-func (s *Store) PullRequest(ctx context.Context, repo string, number int) (PullRequest, bool, error) {
+func (s *Store) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, bool, error) {
 	return getPR(ctx, s.pool, `repo = $1 AND number = $2`, repo, number)
 }

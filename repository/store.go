@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Store is mozi's PostgreSQL-backed execution state. It is safe for
@@ -16,14 +18,16 @@ import (
 type Store struct {
 	pool         *pgxpool.Pool
 	logger       *slog.Logger
-	onTransition func(ev Event, to Status, n int)
+	onTransition func(ev task.Event, to task.Status, n int)
 }
 
 // ObserveTransitions makes the store report every committed state
 // transition to fn (metrics). Call it before the store is used.
-func (s *Store) ObserveTransitions(fn func(ev Event, to Status, n int)) { s.onTransition = fn }
+func (s *Store) ObserveTransitions(fn func(ev task.Event, to task.Status, n int)) {
+	s.onTransition = fn
+}
 
-func (s *Store) observe(ev Event, to Status, n int) {
+func (s *Store) observe(ev task.Event, to task.Status, n int) {
 	if s.onTransition != nil && n > 0 {
 		s.onTransition(ev, to, n)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // DueDiscussions lists open, unassigned top-level issues whose discussion
 // broadcast is due and not sent.
-func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]Issue, error) {
+func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]task.Issue, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
 		WHERE discussion_due_at <= now() AND discussed_at IS NULL AND state = 'open'
 		  AND assignees = '{}' AND parent_issue IS NULL AND NOT is_pull
@@ -17,7 +19,7 @@ func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]Issue, error) 
 		return nil, fmt.Errorf("list due discussions: %w", err)
 	}
 	defer rows.Close()
-	var out []Issue
+	var out []task.Issue
 	for rows.Next() {
 		i, err := scanIssue(rows)
 		if err != nil {
@@ -133,7 +135,7 @@ func (s *Store) TouchIssue(ctx context.Context, ref IssueRef) error {
 }
 
 // OpenPullRequestsInReview lists open pull requests some live task waits on.
-func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]PullRequest, error) {
+func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]task.PullRequest, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+qualify("p", prColumns)+` FROM pull_requests p
 		WHERE p.state = 'open' AND p.head_sha <> '' AND EXISTS (
 			SELECT 1 FROM task_state t WHERE t.repo = p.repo AND t.pr_number = p.number
@@ -143,7 +145,7 @@ func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]Pull
 		return nil, fmt.Errorf("list pull requests in review: %w", err)
 	}
 	defer rows.Close()
-	var out []PullRequest
+	var out []task.PullRequest
 	for rows.Next() {
 		p, err := scanPR(rows)
 		if err != nil {
@@ -155,7 +157,7 @@ func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]Pull
 }
 
 // FailOrphans fails pending tasks whose agent is not declared any more.
-func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]Task, error) {
+func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]task.Task, error) {
 	rows, err := s.pool.Query(ctx, `UPDATE task_state t SET status = 'failed', finished_at = now(),
 			updated_at = now(), last_error = 'agent ' || t.agent || ' is not declared in mozi''s configuration'
 		WHERE t.status = 'pending' AND NOT (t.agent = ANY($1))
@@ -165,7 +167,7 @@ func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]Task, err
 	}
 	tasks, err := collectTasks(rows)
 	if err == nil {
-		s.observe(EventFail, StatusFailed, len(tasks))
+		s.observe(task.EventFail, task.StatusFailed, len(tasks))
 	}
 	return tasks, err
 }
@@ -224,8 +226,8 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 // TaskCount is the number of tasks with one status and action type, and
 // how long the least recently updated of them has not moved.
 type TaskCount struct {
-	Status     Status
-	ActionType ActionType
+	Status     task.Status
+	ActionType task.ActionType
 	N          int
 	OldestAge  time.Duration
 }
@@ -255,7 +257,7 @@ func (s *Store) TaskCounts(ctx context.Context) ([]TaskCount, error) {
 
 // TaskEnd is whether a task is finished, and since when.
 type TaskEnd struct {
-	Status     Status
+	Status     task.Status
 	FinishedAt time.Time
 }
 
@@ -297,7 +299,7 @@ const stalledWhere = `t.status = 'working' AND t.lease_owner IS NULL
 // Stalled is a working task whose agent's run ended without what moves it
 // on, and what that is (a FollowUp* constant).
 type Stalled struct {
-	Task    Task
+	Task    task.Task
 	Missing string
 }
 
@@ -330,19 +332,19 @@ func (s *Store) StalledTasks(ctx context.Context, quiet time.Duration, limit int
 }
 
 // missingStep names what a stalled task waits for.
-func missingStep(t Task, closedPull bool) string {
+func missingStep(t task.Task, closedPull bool) string {
 	switch t.ActionType {
-	case ActionIssueAssigned:
+	case task.ActionIssueAssigned:
 		if closedPull {
-			return FollowUpPullClosed
+			return task.FollowUpPullClosed
 		}
-		return FollowUpPullRequest
-	case ActionReviewResult:
-		return FollowUpPush
-	case ActionReviewRequest, ActionReviewUpdated:
-		return FollowUpReview
+		return task.FollowUpPullRequest
+	case task.ActionReviewResult:
+		return task.FollowUpPush
+	case task.ActionReviewRequest, task.ActionReviewUpdated:
+		return task.FollowUpReview
 	}
-	return FollowUpReport
+	return task.FollowUpReport
 }
 
 // StalledOldest is how long the least recently moved stalled task has
@@ -363,7 +365,7 @@ func (s *Store) FollowUp(ctx context.Context, id int64, missing string) (Result,
 	var res Result
 	err := s.InTx(ctx, func(tx *Tx) error {
 		var err error
-		res, err = tx.Apply(ctx, id, EventNudge, Change{})
+		res, err = tx.Apply(ctx, id, task.EventNudge, Change{})
 		if err != nil || !res.Applied {
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Tx is a unit of work: every change made through it commits or rolls back
@@ -18,8 +20,8 @@ type Tx struct {
 }
 
 type appliedTransition struct {
-	ev Event
-	to Status
+	ev task.Event
+	to task.Status
 }
 
 // InTx runs fn in a transaction, committing when it returns nil.
@@ -54,19 +56,19 @@ func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {
 
 // CreateTask inserts a pending task; created is false when a live task for
 // the same (repo, issue, action, agent) or the same dedupe key exists.
-func (t *Tx) CreateTask(ctx context.Context, n NewTask) (Task, bool, error) {
+func (t *Tx) CreateTask(ctx context.Context, n NewTask) (task.Task, bool, error) {
 	tk, err := createTask(ctx, t.tx, n)
 	if err == nil {
 		return tk, true, nil
 	}
 	if errors.Is(err, ErrDuplicateTask) {
-		return Task{}, false, nil
+		return task.Task{}, false, nil
 	}
-	return Task{}, false, err
+	return task.Task{}, false, err
 }
 
 // Apply moves a task through the state machine (see Store.Apply).
-func (t *Tx) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, error) {
+func (t *Tx) Apply(ctx context.Context, id int64, ev task.Event, c Change) (Result, error) {
 	res, err := apply(ctx, t.tx, id, ev, c)
 	if err == nil && res.Applied {
 		t.applied = append(t.applied, appliedTransition{ev, res.To})
@@ -75,7 +77,7 @@ func (t *Tx) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, e
 }
 
 // LiveTasks returns the live tasks of an issue or pull request, oldest first.
-func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]Task, error) {
+func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]task.Task, error) {
 	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
 		ORDER BY id`, repo, number)
@@ -86,15 +88,15 @@ func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]Task, er
 }
 
 // LatestTask returns the newest task (live or not) of an agent on an issue.
-func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (Task, bool, error) {
+func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (task.Task, bool, error) {
 	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND agent = $3 ORDER BY id DESC LIMIT 1`, repo, number, agent)
 	if err != nil {
-		return Task{}, false, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
+		return task.Task{}, false, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
 	}
 	tasks, err := collectTasks(rows)
 	if err != nil || len(tasks) == 0 {
-		return Task{}, false, err
+		return task.Task{}, false, err
 	}
 	return tasks[0], true, nil
 }
@@ -123,14 +125,14 @@ const (
 )
 
 // CreateGuarded creates a pending task unless a guard refuses it.
-func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (Task, Refusal, error) {
+func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (task.Task, Refusal, error) {
 	if n.IssueNumber > 0 && !g.Notification {
 		closedAt, closed, err := t.closedAt(ctx, n.Repo, n.IssueNumber)
 		if err != nil {
-			return Task{}, "", err
+			return task.Task{}, "", err
 		}
 		if closed && !g.At.After(closedAt) {
-			return Task{}, RefusedClosed, nil
+			return task.Task{}, RefusedClosed, nil
 		}
 	}
 	if n.IssueNumber > 0 && g.BudgetPerHour > 0 {
@@ -139,15 +141,15 @@ func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (Task, Refus
 			WHERE repo = $1 AND issue_number = $2 AND created_at > now() - interval '1 hour'`,
 			n.Repo, n.IssueNumber).Scan(&recent)
 		if err != nil {
-			return Task{}, "", fmt.Errorf("count recent tasks of %s#%d: %w", n.Repo, n.IssueNumber, err)
+			return task.Task{}, "", fmt.Errorf("count recent tasks of %s#%d: %w", n.Repo, n.IssueNumber, err)
 		}
 		if recent >= g.BudgetPerHour {
-			return Task{}, RefusedBudget, nil
+			return task.Task{}, RefusedBudget, nil
 		}
 	}
 	tk, created, err := t.CreateTask(ctx, n)
 	if err != nil || !created {
-		return Task{}, RefusedDuplicate, err
+		return task.Task{}, RefusedDuplicate, err
 	}
 	return tk, "", nil
 }
@@ -168,7 +170,7 @@ func (t *Tx) closedAt(ctx context.Context, repo string, number int) (time.Time, 
 // IssueFacts are the issue fields copied onto its live tasks when the
 // issue changes.
 type IssueFacts struct {
-	BusinessType BusinessType // applied to issue_assigned tasks only
+	BusinessType task.BusinessType // applied to issue_assigned tasks only
 	Priority     int
 	ParentIssue  int
 	DependsOn    []int
@@ -204,7 +206,7 @@ func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f Is
 }
 
 // SetTaskMeta replaces a task's daemon_meta.
-func (t *Tx) SetTaskMeta(ctx context.Context, id int64, m Meta) error {
+func (t *Tx) SetTaskMeta(ctx context.Context, id int64, m task.Meta) error {
 	return setTaskMeta(ctx, t.tx, id, m)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/agenttest"
 	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/spawner/workspace"
@@ -68,12 +69,12 @@ func newFlow(t *testing.T) *flow {
 }
 
 // claim makes an issue_assigned task and claims it.
-func (f *flow) claim(t *testing.T, repo string, issue int, title, agent string) repository.Task {
+func (f *flow) claim(t *testing.T, repo string, issue int, title, agent string) task.Task {
 	t.Helper()
 	ctx := context.Background()
 	_, err := f.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: issue, Priority: 2,
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug, Agent: agent,
-		Meta: repository.Meta{Title: title}})
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessBug, Agent: agent,
+		Meta: task.Meta{Title: title}})
 	require.NoError(t, err)
 	tasks, err := f.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: time.Minute,
 		Agents: []repository.AgentLimit{{Login: agent, MaxConcurrency: 4}}})
@@ -91,8 +92,8 @@ func (f *flow) spawner(agents map[string]Agent, env map[string]string) *Spawner 
 // a one-line prompt: the flow tests need the branch name, not a prompt.
 type titlePrompt struct{}
 
-func (titlePrompt) Gather(_ context.Context, t repository.Task) (*prompts.Input, error) {
-	return &prompts.Input{Task: t, Issue: repository.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title}}, nil
+func (titlePrompt) Gather(_ context.Context, t task.Task) (*prompts.Input, error) {
+	return &prompts.Input{Task: t, Issue: task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title}}, nil
 }
 
 func (titlePrompt) Build(in *prompts.Input) (*prompts.Prompt, error) {
@@ -162,7 +163,7 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 			}
 			got, err := f.store.Task(context.Background(), tk.ID)
 			require.NoError(t, err)
-			assert.Equal(t, repository.StatusWorking, got.Status, "the task waits for Gitea's pull request event")
+			assert.Equal(t, task.StatusWorking, got.Status, "the task waits for Gitea's pull request event")
 		})
 	}
 }
@@ -183,7 +184,7 @@ ls %[1]s/trees/acme > seen.txt 2>&1; ls %[1]s/mirrors/acme >> seen.txt 2>&1; ls 
 	agents := map[string]Agent{"coder1": {Login: "coder1", Argv: cmd.Argv, Home: filepath.Join(f.state, "agents", "coder1", "home"),
 		Worktree: true, Sandboxed: true, Timeout: time.Minute}}
 	sp := f.spawner(agents, map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"})
-	tasks := []repository.Task{f.claim(t, "acme/widget", 3, "Widget", "coder1"), f.claim(t, "acme/gadget", 4, "Gadget", "coder1")}
+	tasks := []task.Task{f.claim(t, "acme/widget", 3, "Widget", "coder1"), f.claim(t, "acme/gadget", 4, "Gadget", "coder1")}
 	var wg sync.WaitGroup
 	for _, tk := range tasks {
 		wg.Go(func() { sp.Handle(context.Background(), tk) })

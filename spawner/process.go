@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Command is one agent process to run.
@@ -65,7 +65,7 @@ const (
 )
 
 // ErrLeaseLost cancels a run whose task another runner took over.
-var ErrLeaseLost = repository.ErrLeaseLost
+var ErrLeaseLost = task.ErrLeaseLost
 
 // ProcessRunner runs agent processes in their own process group.
 type ProcessRunner struct {

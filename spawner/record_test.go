@@ -15,6 +15,7 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -51,11 +52,11 @@ func (r *succeeding) Run(context.Context, Command) Result {
 
 // claimed makes an issue_assigned task and claims it for runner r1 with a
 // lease that expires quickly.
-func claimed(t *testing.T, store *repository.Store) repository.Task {
+func claimed(t *testing.T, store *repository.Store) task.Task {
 	t.Helper()
 	ctx := context.Background()
 	_, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessBug, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
 	tasks, err := store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: 200 * time.Millisecond,
 		Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
@@ -67,7 +68,7 @@ func claimed(t *testing.T, store *repository.Store) repository.Task {
 // staticPrompt is a prompter that needs no issue.
 type staticPrompt struct{}
 
-func (staticPrompt) Gather(_ context.Context, t repository.Task) (*prompts.Input, error) {
+func (staticPrompt) Gather(_ context.Context, t task.Task) (*prompts.Input, error) {
 	return &prompts.Input{Task: t}, nil
 }
 
@@ -99,7 +100,7 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 	t.Helper()
 	got, err := store.Task(context.Background(), id)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusWorking, got.Status, "the run succeeded: the task waits for Gitea")
+	assert.Equal(t, task.StatusWorking, got.Status, "the run succeeded: the task waits for Gitea")
 	assert.Empty(t, got.LeaseOwner)
 	assert.Equal(t, 1, got.DispatchCount)
 	assert.Equal(t, 0, got.RetryCount)

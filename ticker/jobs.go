@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/payload"
 )
 
@@ -170,10 +171,10 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 			if err := tx.LockIssue(ctx, m.Repo, m.IssueNumber); err != nil {
 				return err
 			}
-			nt := repository.NewTask{Repo: m.Repo, IssueNumber: m.IssueNumber, ActionType: repository.ActionMention,
-				Agent: m.Mentioned, Priority: repository.DefaultPriority, HopCount: m.HopCount,
+			nt := repository.NewTask{Repo: m.Repo, IssueNumber: m.IssueNumber, ActionType: task.ActionMention,
+				Agent: m.Mentioned, Priority: task.DefaultPriority, HopCount: m.HopCount,
 				MaxRetries: t.cfg.MaxRetries,
-				Meta:       repository.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
+				Meta:       task.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
 			if issue, ok, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err != nil {
 				return err
 			} else if ok {
@@ -231,9 +232,9 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 	n := 0
 	for _, r := range due {
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
-			nt := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: repository.ActionRoundReview,
-				Agent: t.cfg.Lead, Priority: repository.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
-				Meta: repository.Meta{Round: r.Round, Event: "ticker/rounds"}}
+			nt := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: task.ActionRoundReview,
+				Agent: t.cfg.Lead, Priority: task.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
+				Meta: task.Meta{Round: r.Round, Event: "ticker/rounds"}}
 			if parent, ok, err := tx.Issue(ctx, r.Repo, r.Parent); err != nil {
 				return err
 			} else if ok {
@@ -281,9 +282,9 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 			}
 			for _, agent := range t.cfg.Agents {
 				nt := repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
-					ActionType: repository.ActionDiscussion, Agent: agent, Priority: repository.PriorityFromLabels(issue.Labels),
-					DedupeKey: repository.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
-					MaxRetries: t.cfg.MaxRetries, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
+					ActionType: task.ActionDiscussion, Agent: agent, Priority: task.PriorityFromLabels(issue.Labels),
+					DedupeKey: task.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
+					MaxRetries: t.cfg.MaxRetries, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
 						IssueAuthor: issue.Author, Event: "ticker/discussions"}}
 				_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
 				if err != nil {
@@ -335,11 +336,11 @@ func (t *Ticker) prune(ctx context.Context) (int, error) {
 // missingText says what a stalled task's agent left undone, for logs and
 // the failure comment.
 var missingText = map[string]string{
-	repository.FollowUpPullRequest: "opening a pull request",
-	repository.FollowUpPullClosed:  "a merged pull request (its pull request was closed without merge)",
-	repository.FollowUpReport:      "posting its [Action Report]",
-	repository.FollowUpPush:        "pushing commits that answer the review",
-	repository.FollowUpReview:      "submitting a review",
+	task.FollowUpPullRequest: "opening a pull request",
+	task.FollowUpPullClosed:  "a merged pull request (its pull request was closed without merge)",
+	task.FollowUpReport:      "posting its [Action Report]",
+	task.FollowUpPush:        "pushing commits that answer the review",
+	task.FollowUpReview:      "submitting a review",
 }
 
 // watchdog finds tasks whose agent's run ended without what moves them
@@ -369,7 +370,7 @@ func (t *Ticker) watchdog(ctx context.Context) (int, error) {
 			continue
 		}
 		why := fmt.Sprintf("the agent's runs ended without %s, also after a follow-up", missingText[st.Missing])
-		res, err := t.store.Apply(ctx, tk.ID, repository.EventFail, repository.Change{Error: why})
+		res, err := t.store.Apply(ctx, tk.ID, task.EventFail, repository.Change{Error: why})
 		if err != nil {
 			return n, err
 		}

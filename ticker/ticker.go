@@ -20,12 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 )
 
 // Gitea is what the ticker asks Gitea (repository.Gitea).
 type Gitea interface {
-	FetchIssue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error)
 	FetchPullRequest(ctx context.Context, repo string, number int) (repository.PullRequestState, error)
 	FetchStatuses(ctx context.Context, repo, sha string) ([]repository.StatusState, error)
 }

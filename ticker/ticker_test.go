@@ -17,6 +17,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // fakeGitea answers what the ticker asks; a nil answer is a 404-like error.
 type fakeGitea struct {
 	mu       sync.Mutex
-	issues   map[int]repository.Issue
+	issues   map[int]task.Issue
 	statuses map[string][]repository.StatusState
 	err      error
 	calls    int
@@ -37,16 +38,16 @@ type fakeGitea struct {
 
 var errGiteaDown = errors.New("gitea: 502 Bad Gateway")
 
-func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (repository.Issue, error) {
+func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (task.Issue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
-		return repository.Issue{}, f.err
+		return task.Issue{}, f.err
 	}
 	i, ok := f.issues[n]
 	if !ok {
-		return repository.Issue{}, repository.ErrNotFound
+		return task.Issue{}, repository.ErrNotFound
 	}
 	return i, nil
 }
@@ -136,7 +137,7 @@ func (w *world) ticker(cfg ticker.Config) *ticker.Ticker {
 }
 
 // tasks lists the tasks of an agent on an issue, newest first.
-func (w *world) tasks(action repository.ActionType, agent string, issue int) []repository.Task {
+func (w *world) tasks(action task.ActionType, agent string, issue int) []task.Task {
 	w.t.Helper()
 	tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{Repo: "acme/widget",
 		IssueNumber: issue, Agent: agent, ActionType: action})
@@ -144,7 +145,7 @@ func (w *world) tasks(action repository.ActionType, agent string, issue int) []r
 	return tasks
 }
 
-func (w *world) task(action repository.ActionType, agent string, issue int) repository.Task {
+func (w *world) task(action task.ActionType, agent string, issue int) task.Task {
 	w.t.Helper()
 	tasks := w.tasks(action, agent, issue)
 	require.NotEmpty(w.t, tasks, "no %s task of %s on #%d", action, agent, issue)
@@ -158,15 +159,15 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 opened, assigned to coder2
-	live := w.task(repository.ActionIssueAssigned, "coder2", 3)
-	require.Equal(t, repository.StatusPending, live.Status)
+	live := w.task(task.ActionIssueAssigned, "coder2", 3)
+	require.Equal(t, task.StatusPending, live.Status)
 	cached, ok, err := w.store.Issue(ctx, "acme/widget", 3)
 	require.NoError(t, err)
 	require.True(t, ok)
 
 	closed := cached
 	closed.State, closed.UpdatedAt, closed.ClosedAt = "closed", cached.UpdatedAt.Add(time.Hour), cached.UpdatedAt.Add(time.Hour)
-	w.gitea.issues = map[int]repository.Issue{3: closed}
+	w.gitea.issues = map[int]task.Issue{3: closed}
 	tk := w.ticker(ticker.Config{ReconcileAge: time.Millisecond})
 	time.Sleep(5 * time.Millisecond) // the copy is now older than ReconcileAge
 
@@ -176,7 +177,7 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobReconcile))
 	w.drain()
-	assert.Equal(t, repository.StatusDone, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	assert.Equal(t, task.StatusDone, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 	deliveries, err := w.store.ListDeliveries(ctx, repository.DeliveryFilter{})
 	require.NoError(t, err)
 	assert.Equal(t, "closed", deliveries[0].Action)
@@ -203,8 +204,8 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 	tk := w.ticker(ticker.Config{})
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobStatuses), "the failure, not the success")
 	w.drain()
-	failure := w.task(repository.ActionCIFailure, "coder2", 4)
-	assert.Equal(t, repository.StatusPending, failure.Status)
+	failure := w.task(task.ActionCIFailure, "coder2", 4)
+	assert.Equal(t, task.StatusPending, failure.Status)
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobStatuses), "the same status is not fed twice")
 }
 
@@ -213,17 +214,17 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 func TestDiscussionBroadcastOnce(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 50, Title: "Which queue?",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 50, Title: "Which queue?",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 51, Title: "Not yet",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 51, Title: "Not yet",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(time.Hour)}))
 	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
 	assert.Equal(t, 2, tk.RunJob(ctx, ticker.JobDiscussions))
 	for _, agent := range []string{"coder1", "coder2"} {
-		assert.Equal(t, repository.StatusPending, w.task(repository.ActionDiscussion, agent, 50).Status)
+		assert.Equal(t, task.StatusPending, w.task(task.ActionDiscussion, agent, 50).Status)
 	}
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions), "broadcast once")
-	assert.Empty(t, w.tasks(repository.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
 }
 
 // Pending tasks of an agent removed from the configuration fail with a
@@ -232,20 +233,20 @@ func TestOrphansFail(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	ghost, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8,
-		ActionType: repository.ActionMention, Agent: "ghost", Priority: 2})
+		ActionType: task.ActionMention, Agent: "ghost", Priority: 2})
 	require.NoError(t, err)
 	kept, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8,
-		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionMention, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
 	tk := w.ticker(ticker.Config{Declared: []string{"coder1"}})
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobOrphans))
 	got, err := w.store.Task(ctx, ghost.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusFailed, got.Status)
+	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "agent ghost is not declared")
 	got, err = w.store.Task(ctx, kept.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, task.StatusPending, got.Status)
 }
 
 // Prune removes processed deliveries and the logs of finished tasks older
@@ -256,17 +257,17 @@ func TestPruneByRetention(t *testing.T) {
 	w.replay("002", "004") // #1 opened, #2 assigned to coder1
 	dir := t.TempDir()
 	finished, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 9,
-		ActionType: repository.ActionIssueClosed, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionIssueClosed, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
-	live := w.task(repository.ActionIssueAssigned, "coder1", 2)
+	live := w.task(task.ActionIssueAssigned, "coder1", 2)
 	logs := map[int64]string{}
-	for _, tk := range []repository.Task{finished, live} {
+	for _, tk := range []task.Task{finished, live} {
 		logs[tk.ID] = filepath.Join(dir, fmt.Sprintf("%d-1.log", tk.ID))
 		require.NoError(t, os.WriteFile(logs[tk.ID], []byte("agent output"), 0o600))
 		_, err := w.store.StartAttempt(ctx, tk, "r1", logs[tk.ID])
 		require.NoError(t, err)
 	}
-	_, err = w.store.Apply(ctx, finished.ID, repository.EventComplete, repository.Change{})
+	_, err = w.store.Apply(ctx, finished.ID, task.EventComplete, repository.Change{})
 	require.NoError(t, err)
 
 	now := time.Now()
@@ -288,14 +289,14 @@ func TestEveryUnassignedParentGetsItsDiscussion(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	for _, n := range []int{60, 61} {
-		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: "Plan",
+		require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: n, Title: "Plan",
 			State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
 	}
 	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
 	assert.Equal(t, 4, tk.RunJob(ctx, ticker.JobDiscussions))
 	for _, n := range []int{60, 61} {
 		for _, agent := range []string{"coder1", "coder2"} {
-			assert.Len(t, w.tasks(repository.ActionDiscussion, agent, n), 1, "%s on #%d", agent, n)
+			assert.Len(t, w.tasks(task.ActionDiscussion, agent, n), 1, "%s on #%d", agent, n)
 		}
 	}
 }
@@ -307,12 +308,12 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	save := func(n, parent int, state string) {
-		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: fmt.Sprintf("#%d", n),
+		require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: n, Title: fmt.Sprintf("#%d", n),
 			State: state, Author: "owner", ParentIssue: parent, UpdatedAt: time.Now()}))
 	}
-	create := func(n int) repository.Task {
+	create := func(n int) task.Task {
 		created, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: n, ParentIssue: 70,
-			ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1", Priority: 2})
+			ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessFeature, Agent: "coder1", Priority: 2})
 		require.NoError(t, err)
 		return created
 	}
@@ -326,12 +327,12 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 	tk := w.ticker(ticker.Config{Lead: "lead"})
 
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#80's round only: #72 is still being worked on")
-	_, err := w.store.Apply(ctx, failing.ID, repository.EventFail, repository.Change{Error: "retries exhausted"})
+	_, err := w.store.Apply(ctx, failing.ID, task.EventFail, repository.Change{Error: "retries exhausted"})
 	require.NoError(t, err)
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#72 failed: #70's round is complete too")
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "each round once")
 	for _, parent := range []int{70, 80} {
-		reviews := w.tasks(repository.ActionRoundReview, "lead", parent)
+		reviews := w.tasks(task.ActionRoundReview, "lead", parent)
 		require.Len(t, reviews, 1, "parent #%d", parent)
 		assert.Equal(t, 1, reviews[0].Meta.Round)
 	}
@@ -358,7 +359,7 @@ func (f *fakeCommenter) PostComment(_ context.Context, _ string, number int, bod
 
 // runEnds claims a task and records a run of it that exited 0: the task
 // then waits, without a lease, for Gitea.
-func (w *world) runEnds(t repository.Task) {
+func (w *world) runEnds(t task.Task) {
 	w.t.Helper()
 	ctx := context.Background()
 	claimed, err := w.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 10, LeaseTTL: time.Minute,
@@ -389,9 +390,9 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 assigned to coder2
-	assigned := w.task(repository.ActionIssueAssigned, "coder2", 3)
+	assigned := w.task(task.ActionIssueAssigned, "coder2", 3)
 	approved, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 40, PRNumber: 40,
-		ActionType: repository.ActionReviewResult, Agent: "coder1", Priority: 2, Meta: repository.Meta{ReviewState: "approved"}})
+		ActionType: task.ActionReviewResult, Agent: "coder1", Priority: 2, Meta: task.Meta{ReviewState: "approved"}})
 	require.NoError(t, err)
 	w.runEnds(assigned)
 	w.runEnds(approved)
@@ -401,22 +402,22 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 		Notifier: notice.New(commenter, w.store, nil)})
 	acted := func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }
 	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the stalled task is followed up")
-	got := w.task(repository.ActionIssueAssigned, "coder2", 3)
-	assert.Equal(t, repository.StatusPending, got.Status, "the agent runs once more")
-	assert.Equal(t, repository.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
+	got := w.task(task.ActionIssueAssigned, "coder2", 3)
+	assert.Equal(t, task.StatusPending, got.Status, "the agent runs once more")
+	assert.Equal(t, task.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
 	assert.Equal(t, 0, got.RetryCount, "a follow-up is not a failed attempt")
 
 	w.runEnds(got) // the follow-up run ends cleanly, still without a pull request
 	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the task is failed")
-	got = w.task(repository.ActionIssueAssigned, "coder2", 3)
-	assert.Equal(t, repository.StatusFailed, got.Status)
+	got = w.task(task.ActionIssueAssigned, "coder2", 3)
+	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "without opening a pull request, also after a follow-up")
 	require.Len(t, commenter.comments[3], 1, "one comment on the issue")
 	assert.Contains(t, commenter.comments[3][0], "failed")
 
 	still, err := w.store.Task(ctx, approved.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusWorking, still.Status, "an approved review waits for a person's merge")
+	assert.Equal(t, task.StatusWorking, still.Status, "an approved review waits for a person's merge")
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobWatchdog))
 }
 
@@ -426,9 +427,9 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 assigned to coder2
-	w.runEnds(w.task(repository.ActionIssueAssigned, "coder2", 3))
+	w.runEnds(w.task(task.ActionIssueAssigned, "coder2", 3))
 	w.replay("019") // PR #4 for #3: the task goes to review
-	require.Equal(t, repository.StatusReview, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	require.Equal(t, task.StatusReview, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 	pr := recording.Find(w.fixtures, "030")
 	closed, err := pr.Edit(func(p map[string]any) {
 		p["pull_request"].(map[string]any)["merged"] = false
@@ -436,11 +437,11 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	})
 	require.NoError(t, err)
 	w.send(closed)
-	require.Equal(t, repository.StatusWorking, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	require.Equal(t, task.StatusWorking, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 
 	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond})
 	require.Eventually(t, func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }, 10*time.Second, 20*time.Millisecond)
-	assert.Equal(t, repository.FollowUpPullClosed, w.task(repository.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
+	assert.Equal(t, task.FollowUpPullClosed, w.task(task.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
 }
 
 // The ticker's tasks pass the guards the webhook's do: no task for a
@@ -456,14 +457,14 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 			return err
 		}))
 	}
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 91, Title: "Closed",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 91, Title: "Closed",
 		State: "closed", Author: "owner", UpdatedAt: time.Now().Add(time.Hour), ClosedAt: time.Now().Add(time.Hour)}))
 	queue(91, 5001) // mentioned, then the issue was closed
 
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 92, Title: "Busy",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 92, Title: "Busy",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
 	_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 92,
-		ActionType: repository.ActionMention, Agent: "coder2", Priority: 2})
+		ActionType: task.ActionMention, Agent: "coder2", Priority: 2})
 	require.NoError(t, err)
 	queue(92, 5002) // the budget of one task per hour is spent
 
@@ -471,9 +472,9 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 	time.Sleep(time.Millisecond) // older than MentionsAge
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobMentions))
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobDiscussions))
-	assert.Empty(t, w.tasks(repository.ActionMention, "coder1", 91))
-	assert.Empty(t, w.tasks(repository.ActionMention, "coder1", 92))
-	assert.Empty(t, w.tasks(repository.ActionDiscussion, "coder1", 92))
+	assert.Empty(t, w.tasks(task.ActionMention, "coder1", 91))
+	assert.Empty(t, w.tasks(task.ActionMention, "coder1", 92))
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 92))
 	mentions, err := w.store.Mentions(ctx, "acme/widget", 91)
 	require.NoError(t, err)
 	assert.Equal(t, "skipped", mentions[0].Outcome, "consumed, not left to retry for ever")
@@ -500,7 +501,7 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 		w.send(storm)
 	}
 	for _, repo := range []string{"acme/widget", "acme/gadget"} {
-		_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: 50, ActionType: repository.ActionMention,
+		_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: 50, ActionType: task.ActionMention,
 			Agent: "coder2", Priority: 2})
 		require.NoError(t, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
 )
@@ -59,9 +60,9 @@ func (b *bundle) send(t *testing.T, f recording.Fixture, override map[string]str
 	require.Equal(t, http.StatusAccepted, b.post(t, f, override), f.Name)
 }
 
-func liveTasks(t *testing.T, b *bundle, action repository.ActionType) []repository.Task {
+func liveTasks(t *testing.T, b *bundle, action task.ActionType) []task.Task {
 	t.Helper()
-	var out []repository.Task
+	var out []task.Task
 	for _, tk := range b.tasks(t) {
 		if tk.ActionType == action && !tk.Status.Terminal() {
 			out = append(out, tk)
@@ -104,8 +105,8 @@ func TestLoopGuards(t *testing.T) {
 			b.send(t, f, o)
 			b.drain(t)
 			// Finish the mention so the next one may create a task.
-			for _, tk := range liveTasks(t, b, repository.ActionMention) {
-				_, err := b.store.Apply(context.Background(), tk.ID, repository.EventComplete, repository.Change{})
+			for _, tk := range liveTasks(t, b, task.ActionMention) {
+				_, err := b.store.Apply(context.Background(), tk.ID, task.EventComplete, repository.Change{})
 				require.NoError(t, err)
 			}
 		}
@@ -148,10 +149,10 @@ func TestStatusBeforeThePullRequestNamesItsCommit(t *testing.T) {
 		b.send(t, fixture(t, name), nil)
 	}
 	b.drain(t)
-	assert.Empty(t, liveTasks(t, b, repository.ActionCIFailure))
+	assert.Empty(t, liveTasks(t, b, task.ActionCIFailure))
 	b.send(t, fixture(t, "023"), nil) // the PR's head moves to that SHA
 	b.drain(t)
-	failures := liveTasks(t, b, repository.ActionCIFailure)
+	failures := liveTasks(t, b, task.ActionCIFailure)
 	require.Len(t, failures, 1)
 	assert.Equal(t, "coder2", failures[0].Agent)
 	assert.Equal(t, 4, failures[0].IssueNumber)
@@ -161,7 +162,7 @@ func TestStatusBeforeThePullRequestNamesItsCommit(t *testing.T) {
 	f, o := edit(t, fixture(t, "025"), "status-again", func(map[string]any) {})
 	b.send(t, f, o)
 	b.drain(t)
-	assert.Len(t, liveTasks(t, b, repository.ActionCIFailure), 1)
+	assert.Len(t, liveTasks(t, b, task.ActionCIFailure), 1)
 }
 
 func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
@@ -172,7 +173,7 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 	})
 	b.send(t, f, o)
 	b.drain(t)
-	failures := liveTasks(t, b, repository.ActionDeployFailure)
+	failures := liveTasks(t, b, task.ActionDeployFailure)
 	require.Len(t, failures, 1)
 	assert.Equal(t, "infra1", failures[0].Agent)
 	assert.Equal(t, 0, failures[0].IssueNumber, "a repository-level task")
@@ -180,7 +181,7 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 	report, ro := comment(t, "infra-report", 3000, "infra1", "[Action Report]\n**Cause**: disk full\n**Fix**: pruned images")
 	b.send(t, report, ro)
 	b.drain(t)
-	assert.Empty(t, liveTasks(t, b, repository.ActionDeployFailure), "the infra agent's report finishes it")
+	assert.Empty(t, liveTasks(t, b, task.ActionDeployFailure), "the infra agent's report finishes it")
 	done, err := b.store.Task(context.Background(), failures[0].ID)
 	require.NoError(t, err)
 	assert.Equal(t, "disk full", done.Meta.Report["Cause"])
@@ -189,7 +190,7 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 func TestIncompleteReportIsRecorded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) {
-		mc.ReportFields = func(repository.ActionType, repository.BusinessType) []string {
+		mc.ReportFields = func(task.ActionType, task.BusinessType) []string {
 			return []string{"Cause", "Fix", "CI"}
 		}
 	})
@@ -200,7 +201,7 @@ func TestIncompleteReportIsRecorded(t *testing.T) {
 	b.drain(t)
 	tasks := b.tasks(t)
 	require.Len(t, tasks, 1)
-	assert.Equal(t, repository.StatusDone, tasks[0].Status, "an incomplete report still finishes the task")
+	assert.Equal(t, task.StatusDone, tasks[0].Status, "an incomplete report still finishes the task")
 	assert.Equal(t, []string{"Fix", "CI"}, tasks[0].Meta.ReportMissed)
 }
 
@@ -322,10 +323,10 @@ func TestInfraReportFinishesOnlyTheFailureItAnswers(t *testing.T) {
 	deploy("deploy-a", "aaaaaaa1111111111111111111111111111111111", "deploy/production", 81)
 	deploy("deploy-b", "bbbbbbb2222222222222222222222222222222222", "deploy/staging", 82)
 	b.drain(t)
-	require.Len(t, liveTasks(t, b, repository.ActionDeployFailure), 2)
+	require.Len(t, liveTasks(t, b, task.ActionDeployFailure), 2)
 	open := func() []string {
 		var ctxs []string
-		for _, tk := range liveTasks(t, b, repository.ActionDeployFailure) {
+		for _, tk := range liveTasks(t, b, task.ActionDeployFailure) {
 			ctxs = append(ctxs, tk.Meta.StatusCtx)
 		}
 		return ctxs
@@ -354,11 +355,11 @@ func TestClosingADependencyWakesItsDependents(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	waiting, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8, DependsOn: []int{3},
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1",
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessFeature, Agent: "coder1",
 		Priority: 2, NotBefore: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	other, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 9, DependsOn: []int{4},
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1",
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessFeature, Agent: "coder1",
 		Priority: 2, NotBefore: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 

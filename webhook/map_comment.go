@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/conventions"
 )
 
@@ -77,7 +78,7 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 		return err
 	}
 	answered := answeredFailures(repoLevel, c.Author, c.Body, number)
-	if len(answered) == 0 && slices.ContainsFunc(repoLevel, func(t repository.Task) bool { return strings.EqualFold(t.Agent, c.Author) }) {
+	if len(answered) == 0 && slices.ContainsFunc(repoLevel, func(t task.Task) bool { return strings.EqualFold(t.Agent, c.Author) }) {
 		e.log.Info("[Action Report] names none of its author's open deploy or infrastructure failures: they stay open",
 			"comment_id", c.ID, "agent", c.Author)
 	}
@@ -105,7 +106,7 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 			return err
 		}
 		if t.ActionType.FinishedByReport() {
-			if err := e.apply(ctx, t, repository.EventComplete, repository.Change{}); err != nil {
+			if err := e.apply(ctx, t, task.EventComplete, repository.Change{}); err != nil {
 				return err
 			}
 		}
@@ -119,8 +120,8 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 // or status context it names, or that an earlier report linked to this
 // issue; failing that, the author's only one. One report must not finish
 // failures it says nothing about.
-func answeredFailures(repoLevel []repository.Task, author, body string, number int) []repository.Task {
-	var mine, named []repository.Task
+func answeredFailures(repoLevel []task.Task, author, body string, number int) []task.Task {
+	var mine, named []task.Task
 	for _, t := range repoLevel {
 		if !strings.EqualFold(t.Agent, author) || !t.ActionType.FinishedByReport() {
 			continue
@@ -212,13 +213,13 @@ func (e *eventCtx) onMentions(ctx context.Context, number int, author string) er
 func (e *eventCtx) mentionTask(ctx context.Context, number int, agent string, hops int) repository.NewTask {
 	var n repository.NewTask
 	if pr, ok, err := e.tx.PullRequest(ctx, e.ev.Repo, number); err == nil && ok {
-		n = e.prTask(ctx, pr, repository.ActionMention, agent)
+		n = e.prTask(ctx, pr, task.ActionMention, agent)
 	} else if issue, ok, err := e.tx.Issue(ctx, e.ev.Repo, number); err == nil && ok {
-		n = e.issueTask(issue, repository.ActionMention, agent)
+		n = e.issueTask(issue, task.ActionMention, agent)
 	} else {
 		pi := e.ev.Issue
-		n = e.issueTask(repository.Issue{Repo: e.ev.Repo, Number: number, Title: pi.Title, Body: pi.Body,
-			Labels: pi.Labels, Author: pi.Author, UpdatedAt: pi.UpdatedAt}, repository.ActionMention, agent)
+		n = e.issueTask(task.Issue{Repo: e.ev.Repo, Number: number, Title: pi.Title, Body: pi.Body,
+			Labels: pi.Labels, Author: pi.Author, UpdatedAt: pi.UpdatedAt}, task.ActionMention, agent)
 		if pi.IsPull {
 			n.PRNumber = number
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/conventions"
 	"github.com/moziplus/mozi/webhook/payload"
 )
@@ -62,10 +63,10 @@ func (e *eventCtx) onIssue(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if err := e.finishWhere(ctx, e.ev.Repo, pi.Number, repository.EventCancel,
+		if err := e.finishWhere(ctx, e.ev.Repo, pi.Number, task.EventCancel,
 			repository.Change{Error: "unassigned from the issue"},
-			func(t repository.Task) bool {
-				return t.ActionType == repository.ActionIssueAssigned && strings.EqualFold(t.Agent, ag.Login)
+			func(t task.Task) bool {
+				return t.ActionType == task.ActionIssueAssigned && strings.EqualFold(t.Agent, ag.Login)
 			}); err != nil {
 			return err
 		}
@@ -77,11 +78,11 @@ func (e *eventCtx) onIssue(ctx context.Context) error {
 // payload's updated_at with the known one: newer replaces the state, equal
 // (Gitea's timestamps have one-second resolution) merges assignees by the
 // action, older only fills what is missing.
-func mergeIssue(known repository.Issue, exists bool, ev payload.Event, order int) repository.Issue {
+func mergeIssue(known task.Issue, exists bool, ev payload.Event, order int) task.Issue {
 	pi := ev.Issue
 	next := known
 	if !exists {
-		next = repository.Issue{Repo: ev.Repo, Number: pi.Number}
+		next = task.Issue{Repo: ev.Repo, Number: pi.Number}
 	}
 	if next.Author == "" {
 		next.Author = pi.Author
@@ -121,7 +122,7 @@ func mergeIssue(known repository.Issue, exists bool, ev payload.Event, order int
 // broadcast when it is opened, due after the grace period, or at once when
 // it carries the discuss label. The ticker sends the broadcast if the issue
 // is still unassigned then; an assignee arriving first clears the mark.
-func (e *eventCtx) scheduleDiscussion(i *repository.Issue, firstSight bool) {
+func (e *eventCtx) scheduleDiscussion(i *task.Issue, firstSight bool) {
 	if !i.DiscussedAt.IsZero() || i.ParentIssue != 0 || i.IsPull {
 		return
 	}
@@ -147,7 +148,7 @@ func (e *eventCtx) scheduleDiscussion(i *repository.Issue, firstSight bool) {
 
 // refreshTasks copies a changed issue's labels, body and links onto its
 // live tasks.
-func (e *eventCtx) refreshTasks(ctx context.Context, i repository.Issue) error {
+func (e *eventCtx) refreshTasks(ctx context.Context, i task.Issue) error {
 	return e.tx.RefreshLiveTasks(ctx, i.Repo, i.Number, repository.IssueFacts{
 		BusinessType: e.m.cfg.Route(i.Labels),
 		Priority:     priority(i.Labels),
@@ -161,38 +162,38 @@ func (e *eventCtx) refreshTasks(ctx context.Context, i repository.Issue) error {
 }
 
 // assignAll gives each registered agent among logins an issue_assigned task.
-func (e *eventCtx) assignAll(ctx context.Context, i repository.Issue, logins []string) error {
+func (e *eventCtx) assignAll(ctx context.Context, i task.Issue, logins []string) error {
 	for _, login := range logins {
 		ag, ok := e.agent(login)
 		if !ok {
 			continue
 		}
 		if _, _, err := e.create(ctx, spawn{at: e.ev.Issue.UpdatedAt, task: e.issueTask(i,
-			repository.ActionIssueAssigned, ag.Login)}); err != nil {
+			task.ActionIssueAssigned, ag.Login)}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *eventCtx) issueTask(i repository.Issue, action repository.ActionType, agent string) repository.NewTask {
+func (e *eventCtx) issueTask(i task.Issue, action task.ActionType, agent string) repository.NewTask {
 	n := repository.NewTask{
 		Repo: i.Repo, IssueNumber: i.Number, ParentIssue: i.ParentIssue, ActionType: action,
 		Agent: agent, Priority: priority(i.Labels), DependsOn: i.DependsOn,
 		IssueBody: i.Body, IssueUpdatedAt: i.UpdatedAt,
-		Meta: repository.Meta{Title: i.Title, Labels: i.Labels, IssueAuthor: i.Author},
+		Meta: task.Meta{Title: i.Title, Labels: i.Labels, IssueAuthor: i.Author},
 	}
-	if action == repository.ActionIssueAssigned {
+	if action == task.ActionIssueAssigned {
 		n.BusinessType = e.m.cfg.Route(i.Labels)
 	}
 	return n
 }
 
 // onIssueClosed finishes the issue's work and notifies its creator.
-func (e *eventCtx) onIssueClosed(ctx context.Context, i repository.Issue, order int) error {
+func (e *eventCtx) onIssueClosed(ctx context.Context, i task.Issue, order int) error {
 	if order >= 0 && i.Closed() {
-		if err := e.finishWhere(ctx, i.Repo, i.Number, repository.EventComplete, repository.Change{},
-			func(t repository.Task) bool { return !t.ActionType.Notification() }); err != nil {
+		if err := e.finishWhere(ctx, i.Repo, i.Number, task.EventComplete, repository.Change{},
+			func(t task.Task) bool { return !t.ActionType.Notification() }); err != nil {
 			return err
 		}
 		if err := e.tx.WakeDependents(ctx, i.Repo, i.Number); err != nil {
@@ -206,9 +207,9 @@ func (e *eventCtx) onIssueClosed(ctx context.Context, i repository.Issue, order 
 	if !registered || closer == "" || strings.EqualFold(creator, closer) {
 		return nil
 	}
-	n := e.issueTask(i, repository.ActionIssueClosed, ag.Login)
+	n := e.issueTask(i, task.ActionIssueClosed, ag.Login)
 	n.Meta.Sender = closer
-	n.DedupeKey = repository.ClosedKey(i.Number, e.ev.Issue.UpdatedAt)
+	n.DedupeKey = task.ClosedKey(i.Number, e.ev.Issue.UpdatedAt)
 	_, _, err := e.create(ctx, spawn{task: n, notification: true})
 	return err
 }

@@ -6,22 +6,23 @@ import (
 	"strings"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/conventions"
 )
 
 // syncPullRequest folds the event's pull request into what mozi knows and
 // returns the new state, whether the payload was not older than it, and the
 // issues linked for the first time.
-func (e *eventCtx) syncPullRequest(ctx context.Context) (repository.PullRequest, bool, []string, error) {
+func (e *eventCtx) syncPullRequest(ctx context.Context) (task.PullRequest, bool, []string, error) {
 	pp := e.ev.PullRequest
 	known, exists, err := e.tx.PullRequest(ctx, e.ev.Repo, pp.Number)
 	if err != nil {
-		return repository.PullRequest{}, false, nil, err
+		return task.PullRequest{}, false, nil, err
 	}
 	current := !exists || newer(pp.UpdatedAt, known.UpdatedAt) >= 0
 	next := known
 	if !exists {
-		next = repository.PullRequest{Repo: e.ev.Repo, Number: pp.Number}
+		next = task.PullRequest{Repo: e.ev.Repo, Number: pp.Number}
 	}
 	if next.Author == "" {
 		next.Author = pp.Author
@@ -42,24 +43,24 @@ func (e *eventCtx) syncPullRequest(ctx context.Context) (repository.PullRequest,
 		next.LinkedIssues = links
 	}
 	if err := e.tx.SavePullRequest(ctx, next); err != nil {
-		return repository.PullRequest{}, false, nil, err
+		return task.PullRequest{}, false, nil, err
 	}
 	return next, current, newLinks, nil
 }
 
 // enterPullRequest locks the event's pull request, folds the payload into
 // what mozi knows, and moves newly linked issues' tasks to review.
-func (e *eventCtx) enterPullRequest(ctx context.Context) (repository.PullRequest, bool, error) {
+func (e *eventCtx) enterPullRequest(ctx context.Context) (task.PullRequest, bool, error) {
 	if err := e.lock(ctx, e.ev.PullRequest.Number); err != nil {
-		return repository.PullRequest{}, false, err
+		return task.PullRequest{}, false, err
 	}
 	pr, current, newLinks, err := e.syncPullRequest(ctx)
 	if err != nil {
-		return repository.PullRequest{}, false, err
+		return task.PullRequest{}, false, err
 	}
 	if pr.State == "open" {
 		if err := e.linkIssues(ctx, pr, newLinks); err != nil {
-			return repository.PullRequest{}, false, err
+			return task.PullRequest{}, false, err
 		}
 	}
 	return pr, current, nil
@@ -85,9 +86,9 @@ func (e *eventCtx) onPullRequest(ctx context.Context) error {
 		return e.onReviewRequested(ctx, pr)
 	case "review_request_removed":
 		if ag, ok := e.agent(e.ev.RequestedReviewer); ok {
-			return e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventCancel,
-				repository.Change{Error: "review request removed"}, func(t repository.Task) bool {
-					return t.ActionType == repository.ActionReviewRequest && strings.EqualFold(t.Agent, ag.Login)
+			return e.finishWhere(ctx, pr.Repo, pr.Number, task.EventCancel,
+				repository.Change{Error: "review request removed"}, func(t task.Task) bool {
+					return t.ActionType == task.ActionReviewRequest && strings.EqualFold(t.Agent, ag.Login)
 				})
 		}
 	case "closed":
@@ -100,13 +101,13 @@ func (e *eventCtx) onPullRequest(ctx context.Context) error {
 
 // linkIssues moves the linked issues' tasks to review: the PR author's
 // issue_assigned task, or the only one there is.
-func (e *eventCtx) linkIssues(ctx context.Context, pr repository.PullRequest, refs []string) error {
+func (e *eventCtx) linkIssues(ctx context.Context, pr task.PullRequest, refs []string) error {
 	for _, s := range refs {
 		assigned, err := e.assignedTasksOf(ctx, pr, s)
 		if err != nil {
 			return err
 		}
-		idx := slices.IndexFunc(assigned, func(t repository.Task) bool { return strings.EqualFold(t.Agent, pr.Author) })
+		idx := slices.IndexFunc(assigned, func(t task.Task) bool { return strings.EqualFold(t.Agent, pr.Author) })
 		switch {
 		case idx >= 0:
 			assigned = assigned[idx : idx+1]
@@ -114,7 +115,7 @@ func (e *eventCtx) linkIssues(ctx context.Context, pr repository.PullRequest, re
 			e.log.Info("pull request links an issue without a task of its author", "pr", pr.Number, "linked", s)
 			continue
 		}
-		if err := e.apply(ctx, assigned[0], repository.EventOpenReview, repository.Change{PRNumber: pr.Number}); err != nil {
+		if err := e.apply(ctx, assigned[0], task.EventOpenReview, repository.Change{PRNumber: pr.Number}); err != nil {
 			return err
 		}
 	}
@@ -123,10 +124,10 @@ func (e *eventCtx) linkIssues(ctx context.Context, pr repository.PullRequest, re
 
 // onPushToPR: the author pushed, which answers a "changes requested"
 // review; each reviewer who asked for changes gets a review_updated task.
-func (e *eventCtx) onPushToPR(ctx context.Context, pr repository.PullRequest) error {
-	if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventComplete, repository.Change{},
-		func(t repository.Task) bool {
-			return t.ActionType == repository.ActionReviewResult && t.Meta.ReviewState == "rejected" &&
+func (e *eventCtx) onPushToPR(ctx context.Context, pr task.PullRequest) error {
+	if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventComplete, repository.Change{},
+		func(t task.Task) bool {
+			return t.ActionType == task.ActionReviewResult && t.Meta.ReviewState == "rejected" &&
 				strings.EqualFold(t.Agent, pr.Author)
 		}); err != nil {
 		return err
@@ -136,7 +137,7 @@ func (e *eventCtx) onPushToPR(ctx context.Context, pr repository.PullRequest) er
 		if !ok || strings.EqualFold(reviewer, pr.Author) {
 			continue
 		}
-		n := e.prTask(ctx, pr, repository.ActionReviewUpdated, ag.Login)
+		n := e.prTask(ctx, pr, task.ActionReviewUpdated, ag.Login)
 		n.Meta.HeadSHA = pr.HeadSHA
 		if _, _, err := e.create(ctx, spawn{task: n, at: e.ev.PullRequest.UpdatedAt}); err != nil {
 			return err
@@ -145,12 +146,12 @@ func (e *eventCtx) onPushToPR(ctx context.Context, pr repository.PullRequest) er
 	return nil
 }
 
-func (e *eventCtx) onReviewRequested(ctx context.Context, pr repository.PullRequest) error {
+func (e *eventCtx) onReviewRequested(ctx context.Context, pr task.PullRequest) error {
 	ag, ok := e.agent(e.ev.RequestedReviewer)
 	if !ok || strings.EqualFold(ag.Login, pr.Author) {
 		return nil
 	}
-	n := e.prTask(ctx, pr, repository.ActionReviewRequest, ag.Login)
+	n := e.prTask(ctx, pr, task.ActionReviewRequest, ag.Login)
 	_, _, err := e.create(ctx, spawn{task: n, at: e.ev.PullRequest.UpdatedAt})
 	return err
 }
@@ -158,42 +159,42 @@ func (e *eventCtx) onReviewRequested(ctx context.Context, pr repository.PullRequ
 // onPullRequestClosed: merged finishes the linked issues' tasks and the
 // PR's own work and notifies the author; closed unmerged cancels the PR's
 // work and sends the linked tasks back to working.
-func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr repository.PullRequest) error {
-	notification := func(t repository.Task) bool { return !t.ActionType.Notification() }
+func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr task.PullRequest) error {
+	notification := func(t task.Task) bool { return !t.ActionType.Notification() }
 	if !pr.Merged {
-		if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventCancel,
+		if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventCancel,
 			repository.Change{Error: "pull request closed without merge"}, notification); err != nil {
 			return err
 		}
-		return e.forLinkedTasks(ctx, pr, func(t repository.Task) error {
-			if t.Status != repository.StatusReview || t.PRNumber != pr.Number {
+		return e.forLinkedTasks(ctx, pr, func(t task.Task) error {
+			if t.Status != task.StatusReview || t.PRNumber != pr.Number {
 				return nil
 			}
-			return e.apply(ctx, t, repository.EventRequestChanges, repository.Change{})
+			return e.apply(ctx, t, task.EventRequestChanges, repository.Change{})
 		})
 	}
-	if err := e.forLinkedTasks(ctx, pr, func(t repository.Task) error {
-		return e.apply(ctx, t, repository.EventComplete, repository.Change{})
+	if err := e.forLinkedTasks(ctx, pr, func(t task.Task) error {
+		return e.apply(ctx, t, task.EventComplete, repository.Change{})
 	}); err != nil {
 		return err
 	}
-	if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventComplete, repository.Change{}, notification); err != nil {
+	if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventComplete, repository.Change{}, notification); err != nil {
 		return err
 	}
 	ag, ok := e.agent(pr.Author)
 	if !ok || strings.EqualFold(pr.MergedBy, pr.Author) || pr.MergedBy == "" && strings.EqualFold(e.ev.Sender, pr.Author) {
 		return nil
 	}
-	n := e.prTask(ctx, pr, repository.ActionReviewMerged, ag.Login)
+	n := e.prTask(ctx, pr, task.ActionReviewMerged, ag.Login)
 	n.Meta.Sender = pr.MergedBy
-	n.DedupeKey = repository.MergedKey(pr.Number)
+	n.DedupeKey = task.MergedKey(pr.Number)
 	_, _, err := e.create(ctx, spawn{task: n, notification: true})
 	return err
 }
 
 // forLinkedTasks runs fn on the live issue_assigned tasks of the issues the
 // pull request links.
-func (e *eventCtx) forLinkedTasks(ctx context.Context, pr repository.PullRequest, fn func(repository.Task) error) error {
+func (e *eventCtx) forLinkedTasks(ctx context.Context, pr task.PullRequest, fn func(task.Task) error) error {
 	for _, s := range pr.LinkedIssues {
 		tasks, err := e.assignedTasksOf(ctx, pr, s)
 		if err != nil {
@@ -211,7 +212,7 @@ func (e *eventCtx) forLinkedTasks(ctx context.Context, pr repository.PullRequest
 // assignedTasksOf returns the live issue_assigned tasks of an issue the pull
 // request links (owner/name#N; nothing when it does not parse), locking the
 // issue first when it is in another repository.
-func (e *eventCtx) assignedTasksOf(ctx context.Context, pr repository.PullRequest, link string) ([]repository.Task, error) {
+func (e *eventCtx) assignedTasksOf(ctx context.Context, pr task.PullRequest, link string) ([]task.Task, error) {
 	ref, ok := conventions.ParseIssueRef(link)
 	if !ok {
 		return nil, nil
@@ -225,16 +226,16 @@ func (e *eventCtx) assignedTasksOf(ctx context.Context, pr repository.PullReques
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(tasks, func(t repository.Task) bool { return t.ActionType != repository.ActionIssueAssigned }), nil
+	return slices.DeleteFunc(tasks, func(t task.Task) bool { return t.ActionType != task.ActionIssueAssigned }), nil
 }
 
 // prTask is a task about a pull request; its priority and labels come from
 // the first linked issue mozi knows.
-func (e *eventCtx) prTask(ctx context.Context, pr repository.PullRequest, action repository.ActionType, agent string) repository.NewTask {
+func (e *eventCtx) prTask(ctx context.Context, pr task.PullRequest, action task.ActionType, agent string) repository.NewTask {
 	n := repository.NewTask{
 		Repo: pr.Repo, IssueNumber: pr.Number, PRNumber: pr.Number, ActionType: action, Agent: agent,
-		Priority: repository.DefaultPriority,
-		Meta: repository.Meta{Title: pr.Title, IssueAuthor: pr.Author, HeadSHA: pr.HeadSHA,
+		Priority: task.DefaultPriority,
+		Meta: task.Meta{Title: pr.Title, IssueAuthor: pr.Author, HeadSHA: pr.HeadSHA,
 			HeadBranch: pr.HeadRef},
 	}
 	if pp := e.ev.PullRequest; pp != nil && pp.Number == pr.Number {
@@ -264,9 +265,9 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 		return err
 	}
 	reviewer, verdict := e.ev.Sender, e.ev.Review.Verdict
-	if err := e.finishWhere(ctx, pr.Repo, pr.Number, repository.EventComplete, repository.Change{},
-		func(t repository.Task) bool {
-			return (t.ActionType == repository.ActionReviewRequest || t.ActionType == repository.ActionReviewUpdated) &&
+	if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventComplete, repository.Change{},
+		func(t task.Task) bool {
+			return (t.ActionType == task.ActionReviewRequest || t.ActionType == task.ActionReviewUpdated) &&
 				strings.EqualFold(t.Agent, reviewer)
 		}); err != nil {
 		return err
@@ -285,16 +286,16 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 	}
 	// The author's linked issue task: back to working on "changes
 	// requested", back to review on approval.
-	if err := e.forLinkedTasks(ctx, pr, func(t repository.Task) error {
+	if err := e.forLinkedTasks(ctx, pr, func(t task.Task) error {
 		if !strings.EqualFold(t.Agent, pr.Author) {
 			return nil
 		}
 		switch verdict {
 		case "rejected":
-			return e.apply(ctx, t, repository.EventRequestChanges, repository.Change{})
+			return e.apply(ctx, t, task.EventRequestChanges, repository.Change{})
 		case "approved":
-			if t.Status == repository.StatusWorking && t.PRNumber == pr.Number {
-				return e.apply(ctx, t, repository.EventOpenReview, repository.Change{PRNumber: pr.Number})
+			if t.Status == task.StatusWorking && t.PRNumber == pr.Number {
+				return e.apply(ctx, t, task.EventOpenReview, repository.Change{PRNumber: pr.Number})
 			}
 		}
 		return nil
@@ -305,9 +306,9 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 	if !ok || strings.EqualFold(pr.Author, reviewer) {
 		return nil
 	}
-	action := repository.ActionReviewResult
+	action := task.ActionReviewResult
 	if verdict == "comment" {
-		action = repository.ActionReviewComment
+		action = task.ActionReviewComment
 	}
 	n := e.prTask(ctx, pr, action, ag.Login)
 	n.Meta.ReviewState, n.Meta.ReviewBody, n.Meta.Reviewer = verdict, clip(e.ev.Review.Body, 16<<10), reviewer
@@ -320,7 +321,7 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 
 // updateLiveReview records the latest verdict on the author's live review
 // task when one is already waiting (the newest review is the one to act on).
-func (e *eventCtx) updateLiveReview(ctx context.Context, pr repository.PullRequest, action repository.ActionType, agent string, m repository.Meta) error {
+func (e *eventCtx) updateLiveReview(ctx context.Context, pr task.PullRequest, action task.ActionType, agent string, m task.Meta) error {
 	tasks, err := e.tx.LiveTasks(ctx, pr.Repo, pr.Number)
 	if err != nil {
 		return err

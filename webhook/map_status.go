@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // failing reports whether a commit status (or workflow run conclusion)
@@ -38,18 +39,18 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 		if err := e.lock(ctx, pr.Number); err != nil {
 			return err
 		}
-		return e.ciFailure(ctx, pr, st.UpdatedAt, repository.CommitStatus{Repo: e.ev.Repo, ID: st.ID, SHA: st.SHA,
+		return e.ciFailure(ctx, pr, st.UpdatedAt, task.CommitStatus{Repo: e.ev.Repo, ID: st.ID, SHA: st.SHA,
 			Context: st.Context, State: st.State, TargetURL: st.TargetURL, Description: st.Description,
 			Sender: e.ev.Sender})
 	}
-	var action repository.ActionType
+	var action task.ActionType
 	switch {
 	case e.m.cfg.InfraContext.MatchString(st.Context):
-		action = repository.ActionInfrastructureFailure
+		action = task.ActionInfrastructureFailure
 	case e.m.cfg.DeployContext.MatchString(st.Context):
-		action = repository.ActionDeployFailure
+		action = task.ActionDeployFailure
 	default:
-		return e.tx.SaveUnmatchedStatus(ctx, repository.CommitStatus{Repo: e.ev.Repo, ID: st.ID, SHA: st.SHA,
+		return e.tx.SaveUnmatchedStatus(ctx, task.CommitStatus{Repo: e.ev.Repo, ID: st.ID, SHA: st.SHA,
 			Context: st.Context, State: st.State, TargetURL: st.TargetURL, Description: st.Description,
 			Sender: e.ev.Sender})
 	}
@@ -61,8 +62,8 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 	}
 	n := repository.NewTask{
 		Repo: e.ev.Repo, ActionType: action, Agent: infra, Priority: urgentPriority,
-		DedupeKey: repository.CommitFailureKey(st.SHA, st.Context),
-		Meta: repository.Meta{HeadSHA: st.SHA, StatusCtx: st.Context, StatusState: st.State,
+		DedupeKey: task.CommitFailureKey(st.SHA, st.Context),
+		Meta: task.Meta{HeadSHA: st.SHA, StatusCtx: st.Context, StatusState: st.State,
 			TargetURL: st.TargetURL, Title: st.Description},
 	}
 	_, _, err = e.create(ctx, spawn{task: n, at: st.UpdatedAt})
@@ -70,14 +71,14 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 }
 
 // ciFailure gives the PR author one ci_failure task per (PR, SHA, context).
-func (e *eventCtx) ciFailure(ctx context.Context, pr repository.PullRequest, at time.Time, st repository.CommitStatus) error {
+func (e *eventCtx) ciFailure(ctx context.Context, pr task.PullRequest, at time.Time, st task.CommitStatus) error {
 	ag, ok := e.agent(pr.Author)
 	if !ok {
 		e.log.Info("CI failed on a pull request whose author is not an agent", "pr", pr.Number, "context", st.Context)
 		return nil
 	}
-	n := e.prTask(ctx, pr, repository.ActionCIFailure, ag.Login)
-	n.DedupeKey = repository.CIFailureKey(pr.Number, st.SHA, st.Context)
+	n := e.prTask(ctx, pr, task.ActionCIFailure, ag.Login)
+	n.DedupeKey = task.CIFailureKey(pr.Number, st.SHA, st.Context)
 	n.Meta.HeadSHA, n.Meta.StatusCtx, n.Meta.StatusState, n.Meta.TargetURL = st.SHA, st.Context, st.State, st.TargetURL
 	_, _, err := e.create(ctx, spawn{task: n, at: at})
 	return err
@@ -85,7 +86,7 @@ func (e *eventCtx) ciFailure(ctx context.Context, pr repository.PullRequest, at 
 
 // matchKeptStatuses turns failures that arrived before the PR named their
 // commit into ci_failure tasks.
-func (e *eventCtx) matchKeptStatuses(ctx context.Context, pr repository.PullRequest) error {
+func (e *eventCtx) matchKeptStatuses(ctx context.Context, pr task.PullRequest) error {
 	if pr.HeadSHA == "" {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/payload"
 )
 
@@ -17,7 +18,7 @@ type MapperConfig struct {
 	// BotUser is mozi's own Gitea login: its comments never make work.
 	BotUser string
 	Agents  Agents
-	// MaxRetries of created tasks (default repository.DefaultMaxRetries).
+	// MaxRetries of created tasks (default task.DefaultMaxRetries).
 	MaxRetries int
 	// TaskBudgetPerHour caps new tasks per issue per hour, which stops
 	// runaway mention chains (default 30).
@@ -40,9 +41,9 @@ type MapperConfig struct {
 	InfraContext *regexp.Regexp
 	// ReportFields returns the fields an action's output template asks for,
 	// so an incomplete [Action Report] is recorded as such (nil: unchecked).
-	ReportFields func(repository.ActionType, repository.BusinessType) []string
+	ReportFields func(task.ActionType, task.BusinessType) []string
 	// Route decides the business type of issue_assigned tasks from labels.
-	Route   func(labels []string) repository.BusinessType
+	Route   func(labels []string) task.BusinessType
 	Logger  *slog.Logger
 	Metrics *Metrics
 	// Now is the clock (default time.Now).
@@ -78,7 +79,7 @@ func (c *MapperConfig) setDefaults() {
 		c.Now = time.Now
 	}
 	if c.Route == nil {
-		c.Route = func([]string) repository.BusinessType { return repository.BusinessFeature }
+		c.Route = func([]string) task.BusinessType { return task.BusinessFeature }
 	}
 }
 
@@ -164,7 +165,7 @@ func (e *eventCtx) agent(login string) (Agent, bool) { return e.m.cfg.Agents.Loo
 func newer(a, b time.Time) int { return a.Compare(b) }
 
 // priority reads priority/P0…P3 (default P2).
-func priority(labels []string) int { return repository.PriorityFromLabels(labels) }
+func priority(labels []string) int { return task.PriorityFromLabels(labels) }
 
 // spawn is a task the rules want, checked against the guards before it is
 // created.
@@ -182,7 +183,7 @@ type spawn struct {
 // create makes a task unless a guard refuses it: the issue closed after
 // the event, or the per-issue budget is spent. It returns the task and
 // whether it was created (false also when an equivalent live task exists).
-func (e *eventCtx) create(ctx context.Context, s spawn) (repository.Task, bool, error) {
+func (e *eventCtx) create(ctx context.Context, s spawn) (task.Task, bool, error) {
 	n := s.task
 	n.Meta.Event = e.delivery.Event + "/" + e.ev.Action
 	n.Meta.DeliveryID = e.delivery.ID
@@ -197,7 +198,7 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (repository.Task, bool, 
 		BudgetPerHour: e.m.cfg.TaskBudgetPerHour})
 	switch {
 	case err != nil:
-		return repository.Task{}, false, err
+		return task.Task{}, false, err
 	case refused == repository.RefusedClosed:
 		log.Debug("not creating task: the issue was closed after the event")
 	case refused == repository.RefusedBudget:
@@ -212,14 +213,14 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (repository.Task, bool, 
 
 // apply moves a task and logs what happened; anomalies (a terminal event
 // on a pending task) are logged and counted.
-func (e *eventCtx) apply(ctx context.Context, t repository.Task, ev repository.Event, c repository.Change) error {
+func (e *eventCtx) apply(ctx context.Context, t task.Task, ev task.Event, c repository.Change) error {
 	res, err := e.tx.Apply(ctx, t.ID, ev, c)
 	if err != nil {
 		return err
 	}
 	log := e.log.With("task_id", t.ID, "issue", t.IssueNumber, "agent", t.Agent, "action_type", t.ActionType)
 	switch {
-	case res.Applied && res.From == repository.StatusPending && res.To == repository.StatusDone:
+	case res.Applied && res.From == task.StatusPending && res.To == task.StatusDone:
 		log.Warn("anomaly: terminal event for a task that never ran", "transition", ev)
 		e.m.cfg.Metrics.anomalies.WithLabelValues(string(ev)).Inc()
 	case res.Applied:
@@ -231,7 +232,7 @@ func (e *eventCtx) apply(ctx context.Context, t repository.Task, ev repository.E
 }
 
 // finish completes every live task of an issue that matches keep.
-func (e *eventCtx) finishWhere(ctx context.Context, repo string, number int, ev repository.Event, c repository.Change, keep func(repository.Task) bool) error {
+func (e *eventCtx) finishWhere(ctx context.Context, repo string, number int, ev task.Event, c repository.Change, keep func(task.Task) bool) error {
 	tasks, err := e.tx.LiveTasks(ctx, repo, number)
 	if err != nil {
 		return err

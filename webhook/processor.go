@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // ProcessorConfig configures the inbox processor.
@@ -74,7 +75,7 @@ func NewProcessor(store *repository.Store, apply repository.DeliveryFunc, cfg Pr
 }
 
 func (p *Processor) backoff(attempt int) time.Duration {
-	return repository.Backoff(attempt, p.cfg.BackoffBase, p.cfg.BackoffMax)
+	return task.Backoff(attempt, p.cfg.BackoffBase, p.cfg.BackoffMax)
 }
 
 // Wake tells the processor a delivery is waiting. It never blocks.

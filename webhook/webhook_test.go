@@ -18,6 +18,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
@@ -87,7 +88,7 @@ func (b *bundle) drain(t testing.TB) {
 	}
 }
 
-func (b *bundle) tasks(t *testing.T) []repository.Task {
+func (b *bundle) tasks(t *testing.T) []task.Task {
 	t.Helper()
 	tasks, err := b.store.ListTasks(context.Background(), repository.TaskFilter{Limit: 10000})
 	require.NoError(t, err)
@@ -97,11 +98,11 @@ func (b *bundle) tasks(t *testing.T) []repository.Task {
 
 // row is what the acceptance compares of a task.
 type row struct {
-	Action   repository.ActionType
-	Business repository.BusinessType
+	Action   task.ActionType
+	Business task.BusinessType
 	Agent    string
 	Issue    int
-	Status   repository.Status
+	Status   task.Status
 	Parent   int
 	PR       int
 }
@@ -110,7 +111,7 @@ func (r row) String() string {
 	return fmt.Sprintf("%s/%s %s #%d %s parent=%d pr=%d", r.Action, r.Business, r.Agent, r.Issue, r.Status, r.Parent, r.PR)
 }
 
-func rows(tasks []repository.Task) []row {
+func rows(tasks []task.Task) []row {
 	out := make([]row, len(tasks))
 	for i, t := range tasks {
 		out[i] = row{t.ActionType, t.BusinessType, t.Agent, t.IssueNumber, t.Status, t.ParentIssue, t.PRNumber}
@@ -373,7 +374,7 @@ func TestReplayAndDoubleHookHaveOneEffect(t *testing.T) {
 	b.drain(t)
 	tasks = b.tasks(t)
 	require.Len(t, tasks, 1, "no event creates a task twice")
-	assert.Equal(t, repository.StatusDone, tasks[0].Status)
+	assert.Equal(t, task.StatusDone, tasks[0].Status)
 
 	outcomes := map[string]string{}
 	for _, id := range []string{"replay-1", "org-hook-1", "replay-close"} {

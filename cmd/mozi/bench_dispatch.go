@@ -14,6 +14,7 @@ import (
 	"github.com/moziplus/mozi/dispatcher"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/templates"
 )
@@ -27,8 +28,8 @@ type noopHandler struct {
 	total int64
 }
 
-func (h *noopHandler) Handle(ctx context.Context, t repository.Task) {
-	if _, err := h.store.Apply(context.WithoutCancel(ctx), t.ID, repository.EventComplete, repository.Change{}); err != nil {
+func (h *noopHandler) Handle(ctx context.Context, t task.Task) {
+	if _, err := h.store.Apply(context.WithoutCancel(ctx), t.ID, task.EventComplete, repository.Change{}); err != nil {
 		panic(err)
 	}
 	if h.done.Add(1) == h.total {
@@ -44,7 +45,7 @@ type countingHandler struct {
 	total int64
 }
 
-func (h *countingHandler) Handle(ctx context.Context, t repository.Task) {
+func (h *countingHandler) Handle(ctx context.Context, t task.Task) {
 	h.next.Handle(ctx, t)
 	if h.done.Add(1) == h.total {
 		close(h.all)
@@ -150,8 +151,8 @@ func createBenchTasks(ctx context.Context, store *repository.Store, n, offset in
 					return
 				}
 				_, err := store.CreateTask(ctx, repository.NewTask{Repo: "bench/repo", IssueNumber: offset + i,
-					ActionType: repository.ActionIssueClosed, Agent: agent, Priority: i % 4,
-					Meta: repository.Meta{Title: fmt.Sprintf("Benchmark issue %d", i)}, IssueBody: "Nothing to do."})
+					ActionType: task.ActionIssueClosed, Agent: agent, Priority: i % 4,
+					Meta: task.Meta{Title: fmt.Sprintf("Benchmark issue %d", i)}, IssueBody: "Nothing to do."})
 				if err != nil {
 					errOnce.Do(func() { first = err })
 					return

@@ -18,6 +18,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // writeConfig writes a serve configuration with one agent run by this test
@@ -105,7 +106,7 @@ func TestCrashWhileAnAgentRuns(t *testing.T) {
 	dir, store, journal, envs := serveFixture(t, "slow-once")
 	first := startServe(t, filepath.Join(dir, "state"), envs...)
 	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
-		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+		ActionType: task.ActionIssueClosed, Agent: "bulk", Priority: 2})
 	require.NoError(t, err)
 	id := fmt.Sprint(tk.ID)
 	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
@@ -114,13 +115,13 @@ func TestCrashWhileAnAgentRuns(t *testing.T) {
 	_ = first.waitExit(t, 10*time.Second)
 	got, err := store.Task(context.Background(), tk.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusWorking, got.Status, "the database still says working")
+	assert.Equal(t, task.StatusWorking, got.Status, "the database still says working")
 
 	second := startServe(t, filepath.Join(dir, "state"), envs...)
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
 	waitFor(t, "the task to be rescued and done", 30*time.Second, func() bool {
 		got, err := store.Task(context.Background(), tk.ID)
-		return err == nil && got.Status == repository.StatusDone
+		return err == nil && got.Status == task.StatusDone
 	})
 	time.Sleep(time.Second) // a few sweeps: nothing more may happen
 	assert.Equal(t, 2, starts(t, journal)[id], "run once before the crash, once after")
@@ -145,11 +146,11 @@ func TestTwoReplicasSpawnEachTaskOnce(t *testing.T) {
 	const total = 1000
 	for i := range total {
 		_, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: i + 1,
-			ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+			ActionType: task.ActionIssueClosed, Agent: "bulk", Priority: 2})
 		require.NoError(t, err)
 	}
 	waitFor(t, "every task to be done", 3*time.Minute, func() bool {
-		done, err := store.ListTasks(context.Background(), repository.TaskFilter{Status: repository.StatusDone, Limit: total + 1})
+		done, err := store.ListTasks(context.Background(), repository.TaskFilter{Status: task.StatusDone, Limit: total + 1})
 		return err == nil && len(done) == total
 	})
 	for _, p := range replicas {
@@ -184,7 +185,7 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	ctx := context.Background()
 	first := startServe(t, filepath.Join(dir, "state"), envs...)
 	tk, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 5,
-		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+		ActionType: task.ActionIssueClosed, Agent: "bulk", Priority: 2})
 	require.NoError(t, err)
 	id := fmt.Sprint(tk.ID)
 	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
@@ -197,7 +198,7 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	assert.Error(t, syscall.Kill(pid, 0), "the agent was killed with mozi")
 	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, task.StatusPending, got.Status)
 	assert.Zero(t, got.RetryCount, "an interruption is not a failure")
 	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
@@ -208,7 +209,7 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
 	waitFor(t, "the task to run again and finish", 30*time.Second, func() bool {
 		got, err := store.Task(ctx, tk.ID)
-		return err == nil && got.Status == repository.StatusDone
+		return err == nil && got.Status == task.StatusDone
 	})
 	assert.Equal(t, 2, starts(t, journal)[id])
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/dispatcher"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/spawner/workspace"
@@ -117,7 +118,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		LeaderTTL: cfg.Ticker.LeaderTTL, RescueEvery: cfg.Ticker.SweepEvery, MentionsEvery: cfg.Ticker.SweepEvery,
 		RoundsEvery: cfg.Ticker.SweepEvery, DiscussEvery: cfg.Ticker.SweepEvery, OrphansEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
-		Retention: cfg.Ticker.Retention, MaxRetries: repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+		Retention: cfg.Ticker.Retention, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		WatchdogEvery: cfg.Ticker.SweepEvery, WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour, BreakerWindow: cfg.Webhook.CircuitBreaker.Window,
 		Commenter: commenter,

@@ -9,6 +9,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates"
@@ -40,9 +41,9 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var action repository.ActionType
+	var action task.ActionType
 	if *actionFlag != "" {
-		if action, err = repository.ParseActionType(*actionFlag); err != nil {
+		if action, err = task.ParseActionType(*actionFlag); err != nil {
 			return usagef("%v", err)
 		}
 	}
@@ -78,7 +79,7 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 // up from the cached issue), gathered by the assembler serve uses, in the
 // worktree serve would prepare.
 func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.Set, dataDir, repo string, issue int,
-	action repository.ActionType, agent string) (*prompts.Input, error) {
+	action task.ActionType, agent string) (*prompts.Input, error) {
 	logger := newCLILogger(cfg.Log, e.stderr)
 	db, err := openDatabase(ctx, e, cfg, dataDir, logger, shareCluster)
 	if err != nil {
@@ -97,7 +98,7 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if err != nil {
 		return nil, err
 	}
-	var t repository.Task
+	var t task.Task
 	if len(tasks) > 0 {
 		t = tasks[0]
 	} else {
@@ -142,9 +143,9 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 }
 
 // madeUpTask is the task mozi would make for an issue that has none yet.
-func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.ActionType, agent string) repository.Task {
+func madeUpTask(cfg *config.Config, issue task.Issue, action task.ActionType, agent string) task.Task {
 	if action == "" {
-		action = repository.ActionIssueAssigned
+		action = task.ActionIssueAssigned
 	}
 	if agent == "" {
 		for _, a := range issue.Assignees {
@@ -157,11 +158,11 @@ func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.Ac
 	if agent == "" && len(cfg.Agents) > 0 {
 		agent = cfg.Agents[0].Login
 	}
-	t := repository.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
-		ActionType: action, Agent: agent, Status: repository.StatusPending, DependsOn: issue.DependsOn,
-		IssueBodyCache: issue.Body, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
+	t := task.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
+		ActionType: action, Agent: agent, Status: task.StatusPending, DependsOn: issue.DependsOn,
+		IssueBodyCache: issue.Body, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
 			IssueAuthor: issue.Author}}
-	if action == repository.ActionIssueAssigned {
+	if action == task.ActionIssueAssigned {
 		t.BusinessType = templates.RouteBusinessType(issue.Labels)
 	}
 	return t
@@ -169,7 +170,7 @@ func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.Ac
 
 // offlineInput builds the input from a recorded webhook alone: no
 // database, no Gitea; related issues are left out.
-func offlineInput(cfg *config.Config, path string, action repository.ActionType, agent string) (*prompts.Input, error) {
+func offlineInput(cfg *config.Config, path string, action task.ActionType, agent string) (*prompts.Input, error) {
 	f, err := recording.LoadFile(path)
 	if err != nil {
 		return nil, err
@@ -182,15 +183,15 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var issue repository.Issue
+	var issue task.Issue
 	switch {
 	case ev.Issue != nil:
 		i := ev.Issue
-		issue = repository.Issue{Repo: ev.Repo, Number: i.Number, Title: i.Title, Body: i.Body, State: i.State,
+		issue = task.Issue{Repo: ev.Repo, Number: i.Number, Title: i.Title, Body: i.Body, State: i.State,
 			Author: i.Author, Labels: i.Labels, Assignees: i.Assignees, IsPull: i.IsPull}
 	case ev.PullRequest != nil:
 		p := ev.PullRequest
-		issue = repository.Issue{Repo: ev.Repo, Number: p.Number, Title: p.Title, Body: p.Body, State: p.State,
+		issue = task.Issue{Repo: ev.Repo, Number: p.Number, Title: p.Title, Body: p.Body, State: p.State,
 			Author: p.Author, IsPull: true}
 	default:
 		return nil, fmt.Errorf("%s: a %s event names no issue or pull request; use --repo and --issue", path, kind)
@@ -223,26 +224,26 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 }
 
 // offlineAction guesses the action a recorded event leads to.
-func offlineAction(ev payload.Event) repository.ActionType {
+func offlineAction(ev payload.Event) task.ActionType {
 	switch ev.Kind {
 	case payload.KindIssueComment:
-		return repository.ActionMention
+		return task.ActionMention
 	case payload.KindReview:
 		if ev.Review.Verdict == "comment" {
-			return repository.ActionReviewComment
+			return task.ActionReviewComment
 		}
-		return repository.ActionReviewResult
+		return task.ActionReviewResult
 	case payload.KindPullRequest:
 		if ev.Action == "review_requested" {
-			return repository.ActionReviewRequest
+			return task.ActionReviewRequest
 		}
 		if strings.Contains(ev.Action, "closed") {
-			return repository.ActionReviewMerged
+			return task.ActionReviewMerged
 		}
-		return repository.ActionReviewUpdated
+		return task.ActionReviewUpdated
 	}
 	if ev.Action == "closed" {
-		return repository.ActionIssueClosed
+		return task.ActionIssueClosed
 	}
-	return repository.ActionIssueAssigned
+	return task.ActionIssueAssigned
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
 	"github.com/moziplus/mozi/webhook"
@@ -91,7 +92,7 @@ agents:
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	var tk repository.Task
+	var tk task.Task
 	waitFor(t, "the task", 10*time.Second, func() bool {
 		tasks, err := store.ListTasks(context.Background(), repository.TaskFilter{Agent: "coder2"})
 		if err == nil && len(tasks) == 1 {

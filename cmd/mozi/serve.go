@@ -19,6 +19,7 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 )
@@ -37,7 +38,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		BotUser:           cfg.Gitea.BotUser,
 		Agents:            webhookAgents(cfg),
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
-		MaxRetries:        repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+		MaxRetries:        task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
 		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
 		Breaker: repository.BreakerPolicy{Comments: cfg.Webhook.CircuitBreaker.Comments,

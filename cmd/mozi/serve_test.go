@@ -24,6 +24,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/embedded"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestMain(m *testing.M) {
@@ -217,8 +218,8 @@ func TestServeEmbeddedLifecycle(t *testing.T) {
 	store, err := repository.Open(ctx, cluster.URL(), repository.Options{})
 	require.NoError(t, err)
 	tk, err := store.CreateTask(ctx, repository.NewTask{
-		Repo: "acme/widget", IssueNumber: 3, ActionType: repository.ActionIssueAssigned,
-		Agent: "coder2", Priority: repository.DefaultPriority,
+		Repo: "acme/widget", IssueNumber: 3, ActionType: task.ActionIssueAssigned,
+		Agent: "coder2", Priority: task.DefaultPriority,
 	})
 	require.NoError(t, err)
 	store.Close()
@@ -507,7 +508,7 @@ func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
 	assert.Contains(t, out, "rolled back 1 migration")
 
 	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
-		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionMention, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
 	out, err = mozi("task", "show", fmt.Sprint(tk.ID), "--json")
 	require.NoError(t, err, out)

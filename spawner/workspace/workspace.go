@@ -38,7 +38,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Mode says what a worktree checks out.
@@ -171,7 +171,7 @@ func New(cfg Config) (*Manager, error) {
 
 // checkRepo refuses names that would escape the root.
 func checkRepo(repo string) error {
-	if !repository.ValidRepo(repo) {
+	if !task.ValidRepo(repo) {
 		return fmt.Errorf("workspace: %q is not a repository name", repo)
 	}
 	return nil

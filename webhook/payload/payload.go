@@ -20,7 +20,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Headers are the webhook headers mozi reads.
@@ -245,7 +245,7 @@ func Parse(kind Kind, body []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: %s", ErrMalformed, jsonProblem(err))
 	}
 	ev := Event{Kind: kind, Action: Clean(w.Action), Repo: Clean(w.Repository.FullName), Sender: w.Sender.login()}
-	if !repository.ValidRepo(ev.Repo) {
+	if !task.ValidRepo(ev.Repo) {
 		return Event{}, fmt.Errorf("repository.full_name %q is not owner/name (letters, digits, '-', '_' and '.')", ev.Repo)
 	}
 	switch kind {

@@ -35,6 +35,42 @@ var Events = []Event{
 	EventRequeue,
 }
 
+// Transition is what an event does to a task's status: it applies only
+// while the task is in one of From, and moves it to To.
+type Transition struct {
+	From []Status
+	To   Status
+}
+
+// transitions is the state machine's from→to table. The store applies
+// each event as one conditional UPDATE (… WHERE status = ANY(From)), with
+// the columns the event records besides the status.
+var transitions = map[Event]Transition{
+	EventClaim:   {From: []Status{StatusPending}, To: StatusClaimed},
+	EventStart:   {From: []Status{StatusClaimed}, To: StatusWorking},
+	EventRelease: {From: []Status{StatusClaimed}, To: StatusPending},
+	// From pending too: a PR for the issue already exists (opened by a
+	// previous attempt or a human), so spawning the agent again would
+	// duplicate the work.
+	EventOpenReview:     {From: []Status{StatusPending, StatusClaimed, StatusWorking}, To: StatusReview},
+	EventRequestChanges: {From: []Status{StatusReview}, To: StatusWorking},
+	EventRetry:          {From: []Status{StatusClaimed, StatusWorking}, To: StatusPending},
+	EventInterrupt:      {From: []Status{StatusClaimed, StatusWorking}, To: StatusPending},
+	EventRescue:         {From: []Status{StatusClaimed, StatusWorking}, To: StatusPending},
+	EventReclaim:        {From: []Status{StatusPending}, To: StatusWorking},
+	EventNudge:          {From: []Status{StatusWorking}, To: StatusPending},
+	EventComplete:       {From: LiveStatuses, To: StatusDone},
+	EventFail:           {From: LiveStatuses, To: StatusFailed},
+	EventCancel:         {From: LiveStatuses, To: StatusCancelled},
+	EventRequeue:        {From: []Status{StatusFailed, StatusCancelled}, To: StatusPending},
+}
+
+// Transition returns what the event does; false for an unknown event.
+func (e Event) Transition() (Transition, bool) {
+	tr, ok := transitions[e]
+	return tr, ok
+}
+
 // ErrLeaseLost is the cause of a run's context ending because its task's
 // lease was lost: the task finished in Gitea meanwhile, or another runner
 // took it over after this one stopped renewing it.

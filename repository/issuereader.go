@@ -181,14 +181,9 @@ func (r *IssueReader) LatestReport(ctx context.Context, repo string, number int)
 	if e, ok := r.cached(key); ok && e.report != nil {
 		return *e.report, nil
 	}
-	var (
-		report string
-		synced bool
-	)
-	err := r.store.pool.QueryRow(ctx, `SELECT last_report, comments_synced_at IS NOT NULL OR last_report <> ''
-		FROM issues WHERE repo = $1 AND number = $2`, repo, number).Scan(&report, &synced)
-	if err != nil && !isNoRows(err) {
-		return "", fmt.Errorf("read latest report of %s#%d: %w", repo, number, err)
+	report, synced, err := r.store.CachedReport(ctx, repo, number)
+	if err != nil {
+		return "", err
 	}
 	if !synced && r.gitea != nil {
 		comments, err := r.gitea.FetchComments(ctx, repo, number, 500)
@@ -201,10 +196,8 @@ func (r *IssueReader) LatestReport(ctx context.Context, repo string, number int)
 				report, at = c.Body, c.Created
 			}
 		}
-		if _, err := r.store.pool.Exec(ctx, `UPDATE issues SET last_report = $3,
-				last_report_at = $4, comments_synced_at = now() WHERE repo = $1 AND number = $2`,
-			repo, number, report, nullTime(at)); err != nil {
-			return "", fmt.Errorf("cache latest report of %s#%d: %w", repo, number, err)
+		if err := r.store.CacheReport(ctx, repo, number, report, at); err != nil {
+			return "", err
 		}
 	}
 	r.remember(key, func(e *memEntry) { e.report = &report })
@@ -222,33 +215,20 @@ func (r *IssueReader) BlockedBy(ctx context.Context, repo string, number int) ([
 	if e, ok := r.cached(key); ok && e.blocked != nil {
 		return *e.blocked, nil
 	}
-	var (
-		blocked []int32
-		synced  *time.Time
-	)
-	err := r.store.pool.QueryRow(ctx, `SELECT blocked_by, deps_synced_at FROM issues
-		WHERE repo = $1 AND number = $2`, repo, number).Scan(&blocked, &synced)
-	if err != nil && !isNoRows(err) {
-		return nil, fmt.Errorf("read dependencies of %s#%d: %w", repo, number, err)
+	out, synced, err := r.store.CachedBlockedBy(ctx, repo, number)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]int, 0, len(blocked))
-	for _, b := range blocked {
-		out = append(out, int(b))
-	}
-	stale := synced == nil || r.now().Sub(*synced) > r.depsTTL
+	stale := synced.IsZero() || r.now().Sub(synced) > r.depsTTL
 	if stale && r.gitea != nil {
 		fresh, err := r.gitea.FetchBlockedBy(ctx, repo, number)
 		switch {
 		case err == nil:
 			out = fresh
-			if fresh == nil {
-				fresh = []int{}
+			if err := r.store.CacheBlockedBy(ctx, repo, number, fresh); err != nil {
+				return nil, err
 			}
-			if _, err := r.store.pool.Exec(ctx, `UPDATE issues SET blocked_by = $3, deps_synced_at = now()
-				WHERE repo = $1 AND number = $2`, repo, number, fresh); err != nil {
-				return nil, fmt.Errorf("cache dependencies of %s#%d: %w", repo, number, err)
-			}
-		case synced == nil:
+		case synced.IsZero():
 			return nil, err
 		}
 		// A stale copy beats no answer while Gitea is down.
@@ -259,33 +239,7 @@ func (r *IssueReader) BlockedBy(ctx context.Context, repo string, number int) ([
 
 // SubIssues lists the cached sub-issues of a parent issue, by number.
 func (r *IssueReader) SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error) {
-	rows, err := r.store.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
-		WHERE repo = $1 AND parent_issue = $2 ORDER BY number`, repo, parent)
-	if err != nil {
-		return nil, fmt.Errorf("list sub-issues of %s#%d: %w", repo, parent, err)
-	}
-	defer rows.Close()
-	var out []task.Issue
-	for rows.Next() {
-		i, err := scanIssue(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan sub-issue: %w", err)
-		}
-		out = append(out, i)
-	}
-	return out, rows.Err()
-}
-
-// SetLatestReport records an [Action Report] seen on an issue, unless a
-// newer one is already known.
-func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body string, at time.Time) error {
-	_, err := t.tx.Exec(ctx, `UPDATE issues SET last_report = $3, last_report_at = $4
-		WHERE repo = $1 AND number = $2 AND (last_report_at IS NULL OR last_report_at <= $4)`,
-		repo, number, body, at)
-	if err != nil {
-		return fmt.Errorf("record report on %s#%d: %w", repo, number, err)
-	}
-	return nil
+	return r.store.SubIssues(ctx, repo, parent)
 }
 
 // MergedTask is a task with its issue's collaboration data.
@@ -320,10 +274,8 @@ func (r *IssueReader) MergeTask(ctx context.Context, t task.Task) (MergedTask, e
 		m.Issue.State, m.Issue.Assignees = issue.State, issue.Assignees
 		return m, nil
 	}
-	if _, err := r.store.pool.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
-			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
-		WHERE id = $1`, t.ID, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
-		return MergedTask{}, fmt.Errorf("refresh task %d's copy of its issue: %w", t.ID, err)
+	if err := r.store.RefreshIssueCopy(ctx, t.ID, issue); err != nil {
+		return MergedTask{}, err
 	}
 	m.Task.IssueBodyCache, m.Task.IssueUpdatedAt = issue.Body, issue.UpdatedAt
 	m.Task.Meta.Title, m.Task.Meta.Labels = issue.Title, issue.Labels

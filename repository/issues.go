@@ -195,3 +195,100 @@ func nonNil(s []string) []string {
 func (s *Store) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, bool, error) {
 	return getPR(ctx, s.pool, `repo = $1 AND number = $2`, repo, number)
 }
+
+// SetLatestReport records an [Action Report] seen on an issue, unless a
+// newer one is already known.
+func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body string, at time.Time) error {
+	_, err := t.tx.Exec(ctx, `UPDATE issues SET last_report = $3, last_report_at = $4
+		WHERE repo = $1 AND number = $2 AND (last_report_at IS NULL OR last_report_at <= $4)`,
+		repo, number, body, at)
+	if err != nil {
+		return fmt.Errorf("record report on %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// CachedReport returns the latest [Action Report] mozi knows on an issue
+// ("" if none), and whether that is all there is: the issue's comments
+// were read from Gitea, or a report was seen since.
+func (s *Store) CachedReport(ctx context.Context, repo string, number int) (report string, synced bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT last_report, comments_synced_at IS NOT NULL OR last_report <> ''
+		FROM issues WHERE repo = $1 AND number = $2`, repo, number).Scan(&report, &synced)
+	if err != nil && !isNoRows(err) {
+		return "", false, fmt.Errorf("read latest report of %s#%d: %w", repo, number, err)
+	}
+	return report, synced, nil
+}
+
+// CacheReport records the latest [Action Report] found in an issue's
+// comments as read from Gitea ("" if none; at is when it was posted).
+func (s *Store) CacheReport(ctx context.Context, repo string, number int, report string, at time.Time) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE issues SET last_report = $3,
+			last_report_at = $4, comments_synced_at = now() WHERE repo = $1 AND number = $2`,
+		repo, number, report, nullTime(at)); err != nil {
+		return fmt.Errorf("cache latest report of %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// CachedBlockedBy returns the issues that Gitea's native dependencies
+// said block this one, and when that was read (zero: never).
+func (s *Store) CachedBlockedBy(ctx context.Context, repo string, number int) ([]int, time.Time, error) {
+	var (
+		blocked []int32
+		synced  *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `SELECT blocked_by, deps_synced_at FROM issues
+		WHERE repo = $1 AND number = $2`, repo, number).Scan(&blocked, &synced)
+	if err != nil && !isNoRows(err) {
+		return nil, time.Time{}, fmt.Errorf("read dependencies of %s#%d: %w", repo, number, err)
+	}
+	out := make([]int, 0, len(blocked))
+	for _, b := range blocked {
+		out = append(out, int(b))
+	}
+	return out, derefTime(synced), nil
+}
+
+// CacheBlockedBy records the issues that Gitea's native dependencies say
+// block this one, as read now.
+func (s *Store) CacheBlockedBy(ctx context.Context, repo string, number int, blocked []int) error {
+	if blocked == nil {
+		blocked = []int{}
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE issues SET blocked_by = $3, deps_synced_at = now()
+		WHERE repo = $1 AND number = $2`, repo, number, blocked); err != nil {
+		return fmt.Errorf("cache dependencies of %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// SubIssues lists the cached sub-issues of a parent issue, by number.
+func (s *Store) SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
+		WHERE repo = $1 AND parent_issue = $2 ORDER BY number`, repo, parent)
+	if err != nil {
+		return nil, fmt.Errorf("list sub-issues of %s#%d: %w", repo, parent, err)
+	}
+	defer rows.Close()
+	var out []task.Issue
+	for rows.Next() {
+		i, err := scanIssue(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan sub-issue: %w", err)
+		}
+		out = append(out, i)
+	}
+	return out, rows.Err()
+}
+
+// RefreshIssueCopy replaces a task's copy of its issue (body, updated_at,
+// title and labels) with a newer one.
+func (s *Store) RefreshIssueCopy(ctx context.Context, id int64, issue task.Issue) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
+			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
+		WHERE id = $1`, id, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
+		return fmt.Errorf("refresh task %d's copy of its issue: %w", id, err)
+	}
+	return nil
+}

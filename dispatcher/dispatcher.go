@@ -373,7 +373,7 @@ func (d *Dispatcher) openDependency(ctx context.Context, t task.Task) (int, erro
 			continue
 		}
 		issue, err := d.issues.Issue(ctx, t.Repo, n)
-		if errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrUnavailable) {
+		if errors.Is(err, task.ErrNotFound) || errors.Is(err, repository.ErrUnavailable) {
 			// A dependency that does not exist, or that mozi cannot know
 			// without a Gitea, blocks nothing.
 			continue

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Delivery outcomes. A delivery with no outcome is waiting in the inbox.
@@ -127,17 +129,17 @@ func scanDelivery(row pgx.Row) (Delivery, error) {
 	return d, nil
 }
 
-// Delivery returns one stored delivery.
-func (s *Store) Delivery(ctx context.Context, id string) (Delivery, bool, error) {
+// Delivery returns one stored delivery (task.ErrNotFound: none).
+func (s *Store) Delivery(ctx context.Context, id string) (Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryColumns+`
 		FROM webhook_deliveries WHERE delivery_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Delivery{}, false, nil
+		return Delivery{}, fmt.Errorf("delivery %s: %w", id, task.ErrNotFound)
 	}
 	if err != nil {
-		return Delivery{}, false, fmt.Errorf("read delivery %s: %w", id, err)
+		return Delivery{}, fmt.Errorf("read delivery %s: %w", id, err)
 	}
-	return d, true, nil
+	return d, nil
 }
 
 // DeliveryFilter selects deliveries to list.

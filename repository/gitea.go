@@ -45,9 +45,6 @@ type Gitea struct {
 	http  *http.Client
 }
 
-// ErrNotFound means Gitea answered 404.
-var ErrNotFound = errors.New("not found in Gitea")
-
 // NewGitea builds the client. It makes no request.
 func NewGitea(cfg GiteaConfig) (*Gitea, error) {
 	if cfg.URL == "" {
@@ -113,10 +110,11 @@ func splitRepo(repo string) (string, string, error) {
 	return owner, name, nil
 }
 
-// apiErr wraps an SDK error with what was asked, mapping 404 to ErrNotFound.
+// apiErr wraps an SDK error with what was asked, mapping 404 to
+// task.ErrNotFound.
 func apiErr(what string, resp *gitea.Response, err error) error {
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
+		return fmt.Errorf("%s: %w in Gitea", what, task.ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // fastGitea is a client on the fake whose retries do not sleep.
@@ -48,7 +49,7 @@ func TestGiteaReadsRecordedResponses(t *testing.T) {
 	assert.False(t, issue.UpdatedAt.IsZero())
 
 	_, err = g.FetchIssue(ctx, "acme/widget", 404)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, task.ErrNotFound)
 
 	comments, err := g.FetchComments(ctx, "acme/widget", 3, 100)
 	require.NoError(t, err)

@@ -149,18 +149,18 @@ func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (task.
 	if e, ok := r.cached(key); ok && e.issue.Number != 0 {
 		return e.issue, nil
 	} else if ok && e.notFound {
-		return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrNotFound)
+		return task.Issue{}, fmt.Errorf("issue %s#%d: %w in Gitea", repo, number, task.ErrNotFound)
 	}
-	issue, found, err := r.store.Issue(ctx, repo, number)
-	if err != nil {
+	issue, err := r.store.Issue(ctx, repo, number)
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return task.Issue{}, err
 	}
-	if !found {
+	if err != nil {
 		if r.gitea == nil {
 			return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrUnavailable)
 		}
 		if issue, err = r.gitea.FetchIssue(ctx, repo, number); err != nil {
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, task.ErrNotFound) {
 				r.remember(key, func(e *memEntry) { e.notFound = true })
 			}
 			return task.Issue{}, err

@@ -36,15 +36,15 @@ func scanIssue(row pgx.Row) (task.Issue, error) {
 	return i, nil
 }
 
-func getIssue(ctx context.Context, q querier, repo string, number int) (task.Issue, bool, error) {
+func getIssue(ctx context.Context, q querier, repo string, number int) (task.Issue, error) {
 	i, err := scanIssue(q.QueryRow(ctx, `SELECT `+issueColumns+` FROM issues WHERE repo = $1 AND number = $2`, repo, number))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return task.Issue{}, false, nil
+		return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, task.ErrNotFound)
 	}
 	if err != nil {
-		return task.Issue{}, false, fmt.Errorf("read issue %s#%d: %w", repo, number, err)
+		return task.Issue{}, fmt.Errorf("read issue %s#%d: %w", repo, number, err)
 	}
-	return i, true, nil
+	return i, nil
 }
 
 func saveIssue(ctx context.Context, q querier, i task.Issue) error {
@@ -76,16 +76,16 @@ func saveIssue(ctx context.Context, q querier, i task.Issue) error {
 	return nil
 }
 
-// Issue returns the cached issue.
-func (t *Tx) Issue(ctx context.Context, repo string, number int) (task.Issue, bool, error) {
+// Issue returns the cached issue (task.ErrNotFound: none).
+func (t *Tx) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
 	return getIssue(ctx, t.tx, repo, number)
 }
 
 // SaveIssue writes the whole cached issue (insert or replace).
 func (t *Tx) SaveIssue(ctx context.Context, i task.Issue) error { return saveIssue(ctx, t.tx, i) }
 
-// Issue returns the cached issue.
-func (s *Store) Issue(ctx context.Context, repo string, number int) (task.Issue, bool, error) {
+// Issue returns the cached issue (task.ErrNotFound: none).
+func (s *Store) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
 	return getIssue(ctx, s.pool, repo, number)
 }
 
@@ -108,25 +108,27 @@ func scanPR(row pgx.Row) (task.PullRequest, error) {
 	return p, nil
 }
 
-func getPR(ctx context.Context, q querier, where string, args ...any) (task.PullRequest, bool, error) {
+func getPR(ctx context.Context, q querier, what, where string, args ...any) (task.PullRequest, error) {
 	p, err := scanPR(q.QueryRow(ctx, `SELECT `+prColumns+` FROM pull_requests WHERE `+where, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return task.PullRequest{}, false, nil
+		return task.PullRequest{}, fmt.Errorf("%s: %w", what, task.ErrNotFound)
 	}
 	if err != nil {
-		return task.PullRequest{}, false, fmt.Errorf("read pull request: %w", err)
+		return task.PullRequest{}, fmt.Errorf("read pull request: %w", err)
 	}
-	return p, true, nil
+	return p, nil
 }
 
-// PullRequest returns the cached pull request.
-func (t *Tx) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, bool, error) {
-	return getPR(ctx, t.tx, `repo = $1 AND number = $2`, repo, number)
+// PullRequest returns the cached pull request (task.ErrNotFound: none).
+func (t *Tx) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
+	return getPR(ctx, t.tx, fmt.Sprintf("pull request %s#%d", repo, number), `repo = $1 AND number = $2`, repo, number)
 }
 
-// OpenPullRequestByHead finds the open pull request whose head is sha.
-func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (task.PullRequest, bool, error) {
-	return getPR(ctx, t.tx, `repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
+// OpenPullRequestByHead finds the open pull request whose head is sha
+// (task.ErrNotFound: none).
+func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (task.PullRequest, error) {
+	return getPR(ctx, t.tx, fmt.Sprintf("open pull request of %s@%s", repo, sha),
+		`repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
 }
 
 // SavePullRequest writes the whole cached pull request.
@@ -191,9 +193,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// PullRequest returns the cached pull request.
-func (s *Store) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, bool, error) {
-	return getPR(ctx, s.pool, `repo = $1 AND number = $2`, repo, number)
+// PullRequest returns the cached pull request (task.ErrNotFound: none).
+func (s *Store) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
+	return getPR(ctx, s.pool, fmt.Sprintf("pull request %s#%d", repo, number), `repo = $1 AND number = $2`, repo, number)
 }
 
 // SetLatestReport records an [Action Report] seen on an issue, unless a

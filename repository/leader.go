@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // AcquireLeadership takes or renews the named lease for holder. It returns
@@ -38,15 +40,16 @@ func (s *Store) ReleaseLeadership(ctx context.Context, name, holder string) erro
 	return nil
 }
 
-// Leader returns who holds the named lease, if anyone holds it unexpired.
-func (s *Store) Leader(ctx context.Context, name string) (string, bool, error) {
+// Leader returns who holds the named lease unexpired (task.ErrNotFound:
+// nobody).
+func (s *Store) Leader(ctx context.Context, name string) (string, error) {
 	var holder string
 	err := s.pool.QueryRow(ctx, `SELECT holder FROM leader_leases WHERE name = $1 AND expires_at > now()`, name).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
+		return "", fmt.Errorf("leader of %s: %w", name, task.ErrNotFound)
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("read leader of %s: %w", name, err)
+		return "", fmt.Errorf("read leader of %s: %w", name, err)
 	}
-	return holder, true, nil
+	return holder, nil
 }

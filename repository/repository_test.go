@@ -257,7 +257,7 @@ func TestTransitionEffects(t *testing.T) {
 
 	t.Run("unknown task", func(t *testing.T) {
 		_, err := store.Apply(ctx, 999999, task.EventComplete, repository.Change{})
-		require.ErrorIs(t, err, repository.ErrTaskNotFound)
+		require.ErrorIs(t, err, task.ErrNotFound)
 	})
 }
 

@@ -15,8 +15,6 @@ import (
 )
 
 var (
-	// ErrTaskNotFound means no task has the given id.
-	ErrTaskNotFound = errors.New("task not found")
 	// ErrDuplicateTask means the database refused a task because a live one
 	// for the same (repo, issue, action, agent) exists, or one with the same
 	// dedupe key was made before.
@@ -131,7 +129,7 @@ func createTask(ctx context.Context, q querier, n NewTask) (task.Task, error) {
 func (s *Store) Task(ctx context.Context, id int64) (task.Task, error) {
 	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return task.Task{}, fmt.Errorf("task %d: %w", id, ErrTaskNotFound)
+		return task.Task{}, fmt.Errorf("task %d: %w", id, task.ErrNotFound)
 	}
 	if err != nil {
 		return task.Task{}, fmt.Errorf("read task %d: %w", id, err)
@@ -281,7 +279,7 @@ func setTaskMeta(ctx context.Context, q querier, id int64, m task.Meta) error {
 		return fmt.Errorf("update meta of task %d: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update meta of task %d: %w", id, ErrTaskNotFound)
+		return fmt.Errorf("update meta of task %d: %w", id, task.ErrNotFound)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func apply(ctx context.Context, q querier, id int64, ev task.Event, c Change) (R
 	err := q.QueryRow(ctx, transitionSQL[ev], args...).Scan(&prev, &applied)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return Result{}, fmt.Errorf("%s task %d: %w", ev, id, ErrTaskNotFound)
+		return Result{}, fmt.Errorf("%s task %d: %w", ev, id, task.ErrNotFound)
 	case isUniqueViolation(err):
 		return Result{}, fmt.Errorf("%s task %d: a live task for the same issue, action and agent exists: %w",
 			ev, id, ErrDuplicateTask)

@@ -87,18 +87,22 @@ func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]task.Tas
 	return collectTasks(rows)
 }
 
-// LatestTask returns the newest task (live or not) of an agent on an issue.
-func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (task.Task, bool, error) {
+// LatestTask returns the newest task (live or not) of an agent on an issue
+// (task.ErrNotFound: the agent never had one there).
+func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (task.Task, error) {
 	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND agent = $3 ORDER BY id DESC LIMIT 1`, repo, number, agent)
 	if err != nil {
-		return task.Task{}, false, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
+		return task.Task{}, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
 	}
 	tasks, err := collectTasks(rows)
-	if err != nil || len(tasks) == 0 {
-		return task.Task{}, false, err
+	if err != nil {
+		return task.Task{}, err
 	}
-	return tasks[0], true, nil
+	if len(tasks) == 0 {
+		return task.Task{}, fmt.Errorf("task of %s on %s#%d: %w", agent, repo, number, task.ErrNotFound)
+	}
+	return tasks[0], nil
 }
 
 // Guard is what a new task is checked against, whoever creates it (a
@@ -157,11 +161,18 @@ func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (task.Task, 
 // closedAt reports whether the issue or pull request is known closed, and
 // since when.
 func (t *Tx) closedAt(ctx context.Context, repo string, number int) (time.Time, bool, error) {
-	if pr, ok, err := t.PullRequest(ctx, repo, number); err != nil || ok {
-		return pr.ClosedAt, ok && pr.State == "closed", err
+	pr, err := t.PullRequest(ctx, repo, number)
+	if err == nil {
+		return pr.ClosedAt, pr.State == "closed", nil
 	}
-	issue, ok, err := t.Issue(ctx, repo, number)
-	if err != nil || !ok {
+	if !errors.Is(err, task.ErrNotFound) {
+		return time.Time{}, false, err
+	}
+	issue, err := t.Issue(ctx, repo, number)
+	if errors.Is(err, task.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
 		return time.Time{}, false, err
 	}
 	return issue.ClosedAt, issue.Closed(), nil

@@ -93,8 +93,9 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 	if err != nil {
 		return false, err
 	}
-	cached, known, err := t.store.Issue(ctx, ref.Repo, ref.Number)
-	if err != nil {
+	cached, err := t.store.Issue(ctx, ref.Repo, ref.Number)
+	known := err == nil
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return false, err
 	}
 	if known && !issue.UpdatedAt.After(cached.UpdatedAt) {
@@ -175,11 +176,11 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 				Agent: m.Mentioned, Priority: task.DefaultPriority, HopCount: m.HopCount,
 				MaxRetries: t.cfg.MaxRetries,
 				Meta:       task.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
-			if issue, ok, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err != nil {
-				return err
-			} else if ok {
+			if issue, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err == nil {
 				nt.Meta.Title, nt.Meta.Labels, nt.IssueBody = issue.Title, issue.Labels, issue.Body
 				nt.ParentIssue, nt.DependsOn = issue.ParentIssue, issue.DependsOn
+			} else if !errors.Is(err, task.ErrNotFound) {
+				return err
 			}
 			created, refused, err := tx.CreateGuarded(ctx, nt, t.guard(m.CreatedAt))
 			if err != nil {
@@ -235,10 +236,10 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 			nt := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: task.ActionRoundReview,
 				Agent: t.cfg.Lead, Priority: task.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
 				Meta: task.Meta{Round: r.Round, Event: "ticker/rounds"}}
-			if parent, ok, err := tx.Issue(ctx, r.Repo, r.Parent); err != nil {
-				return err
-			} else if ok {
+			if parent, err := tx.Issue(ctx, r.Repo, r.Parent); err == nil {
 				nt.Meta.Title, nt.Meta.Labels, nt.IssueBody = parent.Title, parent.Labels, parent.Body
+			} else if !errors.Is(err, task.ErrNotFound) {
+				return err
 			}
 			_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
 			switch {

@@ -47,13 +47,13 @@ func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (task.Issue, 
 	}
 	i, ok := f.issues[n]
 	if !ok {
-		return task.Issue{}, repository.ErrNotFound
+		return task.Issue{}, task.ErrNotFound
 	}
 	return i, nil
 }
 
 func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (repository.PullRequestState, error) {
-	return repository.PullRequestState{}, repository.ErrNotFound
+	return repository.PullRequestState{}, task.ErrNotFound
 }
 
 func (f *fakeGitea) FetchStatuses(_ context.Context, _ string, sha string) ([]repository.StatusState, error) {
@@ -161,9 +161,8 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	w.replay("007", "009") // #3 opened, assigned to coder2
 	live := w.task(task.ActionIssueAssigned, "coder2", 3)
 	require.Equal(t, task.StatusPending, live.Status)
-	cached, ok, err := w.store.Issue(ctx, "acme/widget", 3)
+	cached, err := w.store.Issue(ctx, "acme/widget", 3)
 	require.NoError(t, err)
-	require.True(t, ok)
 
 	closed := cached
 	closed.State, closed.UpdatedAt, closed.ClosedAt = "closed", cached.UpdatedAt.Add(time.Hour), cached.UpdatedAt.Add(time.Hour)
@@ -193,9 +192,8 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009", "019") // #3 assigned to coder2; PR #4 opened for it
-	pr, ok, err := w.store.PullRequest(ctx, "acme/widget", 4)
+	pr, err := w.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
-	require.True(t, ok)
 	require.NotEmpty(t, pr.HeadSHA)
 	w.gitea.statuses = map[string][]repository.StatusState{pr.HeadSHA: {
 		{ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()},

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -164,12 +165,14 @@ func (e *eventCtx) onMentions(ctx context.Context, number int, author string) er
 	hops := 0
 	if _, isAgent := e.agent(author); isAgent {
 		// An agent's comment continues the chain that spawned it.
-		if prev, ok, err := e.tx.LatestTask(ctx, e.ev.Repo, number, author); err != nil {
-			return err
-		} else if ok {
+		prev, err := e.tx.LatestTask(ctx, e.ev.Repo, number, author)
+		switch {
+		case err == nil:
 			hops = prev.HopCount + 1
-		} else {
+		case errors.Is(err, task.ErrNotFound):
 			hops = 1
+		default:
+			return err
 		}
 	}
 	for _, login := range conventions.Mentions(c.Body) {
@@ -212,9 +215,9 @@ func (e *eventCtx) onMentions(ctx context.Context, number int, author string) er
 
 func (e *eventCtx) mentionTask(ctx context.Context, number int, agent string, hops int) repository.NewTask {
 	var n repository.NewTask
-	if pr, ok, err := e.tx.PullRequest(ctx, e.ev.Repo, number); err == nil && ok {
+	if pr, err := e.tx.PullRequest(ctx, e.ev.Repo, number); err == nil {
 		n = e.prTask(ctx, pr, task.ActionMention, agent)
-	} else if issue, ok, err := e.tx.Issue(ctx, e.ev.Repo, number); err == nil && ok {
+	} else if issue, err := e.tx.Issue(ctx, e.ev.Repo, number); err == nil {
 		n = e.issueTask(issue, task.ActionMention, agent)
 	} else {
 		pi := e.ev.Issue

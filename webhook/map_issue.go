@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -23,8 +24,9 @@ func (e *eventCtx) onIssue(ctx context.Context) error {
 	if err := e.lock(ctx, pi.Number); err != nil {
 		return err
 	}
-	known, exists, err := e.tx.Issue(ctx, e.ev.Repo, pi.Number)
-	if err != nil {
+	known, err := e.tx.Issue(ctx, e.ev.Repo, pi.Number)
+	exists := err == nil
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return err
 	}
 	order := 1

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -15,8 +16,9 @@ import (
 // issues linked for the first time.
 func (e *eventCtx) syncPullRequest(ctx context.Context) (task.PullRequest, bool, []string, error) {
 	pp := e.ev.PullRequest
-	known, exists, err := e.tx.PullRequest(ctx, e.ev.Repo, pp.Number)
-	if err != nil {
+	known, err := e.tx.PullRequest(ctx, e.ev.Repo, pp.Number)
+	exists := err == nil
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return task.PullRequest{}, false, nil, err
 	}
 	current := !exists || newer(pp.UpdatedAt, known.UpdatedAt) >= 0
@@ -247,7 +249,7 @@ func (e *eventCtx) prTask(ctx context.Context, pr task.PullRequest, action task.
 			continue
 		}
 		n.Meta.LinkedIssue = ref.Number
-		if issue, found, err := e.tx.Issue(ctx, ref.Repo, ref.Number); err == nil && found {
+		if issue, err := e.tx.Issue(ctx, ref.Repo, ref.Number); err == nil {
 			n.Priority = priority(issue.Labels)
 			n.Meta.Labels = issue.Labels
 		}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/moziplus/mozi/repository"
@@ -31,11 +32,11 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 	if !failing(st.State) {
 		return nil
 	}
-	pr, found, err := e.tx.OpenPullRequestByHead(ctx, e.ev.Repo, st.SHA)
-	if err != nil {
+	pr, err := e.tx.OpenPullRequestByHead(ctx, e.ev.Repo, st.SHA)
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return err
 	}
-	if found {
+	if err == nil {
 		if err := e.lock(ctx, pr.Number); err != nil {
 			return err
 		}

@@ -154,18 +154,16 @@ func TestRecordedSequence(t *testing.T) {
 
 	ctx := context.Background()
 	// Facts the mapping recorded along the way.
-	issue3, ok, err := b.store.Issue(ctx, "acme/widget", 3)
+	issue3, err := b.store.Issue(ctx, "acme/widget", 3)
 	require.NoError(t, err)
-	require.True(t, ok)
 	assert.Equal(t, "closed", issue3.State)
 	assert.ElementsMatch(t, []string{"coder2", "infra1"}, issue3.Assignees)
-	pr4, ok, err := b.store.PullRequest(ctx, "acme/widget", 4)
+	pr4, err := b.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
-	require.True(t, ok)
 	assert.True(t, pr4.Merged)
 	assert.Equal(t, []string{"acme/widget#3"}, pr4.LinkedIssues)
 	assert.Equal(t, "3403c9d703782b8ccfc0497aa95bf7cf3b3b07a9", pr4.HeadSHA)
-	pr6, _, err := b.store.PullRequest(ctx, "acme/widget", 6)
+	pr6, err := b.store.PullRequest(ctx, "acme/widget", 6)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"acme/widget#2"}, pr6.LinkedIssues, "linked by branch name")
 
@@ -240,16 +238,15 @@ func assertConverged(t *testing.T, b *bundle) {
 		5: {"closed", []string{"type/docs"}, []string{"coder1"}, 1, []int{2}},
 	}
 	for number, w := range want {
-		issue, ok, err := b.store.Issue(ctx, "acme/widget", number)
-		require.NoError(t, err)
-		require.True(t, ok, "issue %d known", number)
+		issue, err := b.store.Issue(ctx, "acme/widget", number)
+		require.NoError(t, err, "issue %d known", number)
 		assert.Equal(t, w.state, issue.State, "issue %d", number)
 		assert.ElementsMatch(t, w.labels, issue.Labels, "issue %d", number)
 		assert.ElementsMatch(t, w.assignees, issue.Assignees, "issue %d", number)
 		assert.Equal(t, w.parent, issue.ParentIssue, "issue %d", number)
 		assert.Equal(t, w.depends, issue.DependsOn, "issue %d", number)
 	}
-	pr4, _, err := b.store.PullRequest(ctx, "acme/widget", 4)
+	pr4, err := b.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
 	assert.True(t, pr4.Merged)
 	assert.Equal(t, []string{"acme/widget#3"}, pr4.LinkedIssues)
@@ -281,9 +278,8 @@ func TestRecordedSignatures(t *testing.T) {
 		assert.Equal(t, tt.want, b.post(t, f, tt.override), tt.name)
 	}
 	for _, id := range []string{"wrong-sig", "bad-hex", "unsigned"} {
-		_, found, err := b.store.Delivery(context.Background(), id)
-		require.NoError(t, err)
-		assert.False(t, found, "a rejected delivery %s is not stored", id)
+		_, err := b.store.Delivery(context.Background(), id)
+		assert.ErrorIs(t, err, task.ErrNotFound, "a rejected delivery %s is not stored", id)
 	}
 }
 
@@ -339,9 +335,8 @@ func TestBadInput(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, send(tt.body, tt.headers), tt.name)
 	}
-	d, found, err := b.store.Delivery(context.Background(), "rel-1")
-	require.NoError(t, err)
-	require.True(t, found, "an unknown event is stored, as ignored")
+	d, err := b.store.Delivery(context.Background(), "rel-1")
+	require.NoError(t, err, "an unknown event is stored, as ignored")
 	assert.Equal(t, repository.OutcomeIgnored, d.Outcome)
 	b.drain(t)
 	assert.Empty(t, b.tasks(t))
@@ -378,7 +373,7 @@ func TestReplayAndDoubleHookHaveOneEffect(t *testing.T) {
 
 	outcomes := map[string]string{}
 	for _, id := range []string{"replay-1", "org-hook-1", "replay-close"} {
-		d, _, err := b.store.Delivery(context.Background(), id)
+		d, err := b.store.Delivery(context.Background(), id)
 		require.NoError(t, err)
 		outcomes[id] = d.Outcome
 	}

@@ -156,7 +156,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 		n := repository.NewTask{Repo: *repo, IssueNumber: *issue, ActionType: a, Agent: *agent,
 			Priority: task.DefaultPriority, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 			Meta: task.Meta{Event: "operator"}}
-		if cached, ok, err := db.store.Issue(ctx, *repo, *issue); err == nil && ok {
+		if cached, err := db.store.Issue(ctx, *repo, *issue); err == nil {
 			n.Meta.Title, n.Meta.Labels, n.IssueBody, n.IssueUpdatedAt = cached.Title, cached.Labels, cached.Body, cached.UpdatedAt
 			n.ParentIssue, n.DependsOn, n.Priority = cached.ParentIssue, cached.DependsOn, task.PriorityFromLabels(cached.Labels)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 )
 
@@ -38,7 +39,7 @@ type Store interface {
 	Task(ctx context.Context, id int64) (task.Task, error)
 }
 
-// IssueSource answers the dependency guardrail (repository.IssueReader).
+// IssueSource answers the dependency guardrail (gitea.IssueReader).
 type IssueSource interface {
 	Issue(ctx context.Context, repo string, number int) (task.Issue, error)
 	BlockedBy(ctx context.Context, repo string, number int) ([]int, error)
@@ -373,7 +374,7 @@ func (d *Dispatcher) openDependency(ctx context.Context, t task.Task) (int, erro
 			continue
 		}
 		issue, err := d.issues.Issue(ctx, t.Repo, n)
-		if errors.Is(err, task.ErrNotFound) || errors.Is(err, repository.ErrUnavailable) {
+		if errors.Is(err, task.ErrNotFound) || errors.Is(err, gitea.ErrUnavailable) {
 			// A dependency that does not exist, or that mozi cannot know
 			// without a Gitea, blocks nothing.
 			continue

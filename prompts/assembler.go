@@ -5,15 +5,16 @@ import (
 	"fmt"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
 
 // Reader is where the assembler reads a task's issue and its context
-// (repository.IssueReader: mozi's cache first, Gitea on a miss).
+// (gitea.IssueReader: mozi's cache first, Gitea on a miss).
 type Reader interface {
 	IssueSource
-	MergeTask(ctx context.Context, t task.Task) (repository.MergedTask, error)
+	MergeTask(ctx context.Context, t task.Task) (gitea.MergedTask, error)
 }
 
 // AttemptLister lists a task's runs (repository.Store), for the retry

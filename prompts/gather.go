@@ -9,7 +9,7 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// IssueSource is where Gather reads issues (repository.IssueReader: mozi's
+// IssueSource is where Gather reads issues (gitea.IssueReader: mozi's
 // cache first, Gitea on a miss).
 type IssueSource interface {
 	Issue(ctx context.Context, repo string, number int) (task.Issue, error)

@@ -19,7 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 type world struct {
 	store  *repository.Store
 	gitea  *giteatest.Server
-	reader *repository.IssueReader
+	reader *gitea.IssueReader
 	tasks  []task.Task
 }
 
@@ -62,11 +63,11 @@ func newWorld(t testing.TB) *world {
 	}
 	srv := giteatest.New()
 	t.Cleanup(srv.Close)
-	g, err := repository.NewGitea(repository.GiteaConfig{URL: srv.URL, Token: giteatest.Token})
+	g, err := gitea.New(gitea.Config{URL: srv.URL, Token: giteatest.Token})
 	require.NoError(t, err)
 	tasks, err := store.ListTasks(ctx, repository.TaskFilter{Limit: 1000})
 	require.NoError(t, err)
-	return &world{store: store, gitea: srv, reader: repository.NewIssueReader(store, g), tasks: tasks}
+	return &world{store: store, gitea: srv, reader: gitea.NewIssueReader(store, g), tasks: tasks}
 }
 
 func (w *world) find(t testing.TB, action task.ActionType, agent string, business task.BusinessType) task.Task {

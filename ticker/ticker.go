@@ -20,15 +20,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 )
 
-// Gitea is what the ticker asks Gitea (repository.Gitea).
+// Gitea is what the ticker asks Gitea (gitea.Client).
 type Gitea interface {
 	FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error)
-	FetchPullRequest(ctx context.Context, repo string, number int) (repository.PullRequestState, error)
-	FetchStatuses(ctx context.Context, repo, sha string) ([]repository.StatusState, error)
+	FetchPullRequest(ctx context.Context, repo string, number int) (gitea.PullRequestState, error)
+	FetchStatuses(ctx context.Context, repo, sha string) ([]gitea.StatusState, error)
 }
 
 // Config configures the ticker; zero durations take defaults.

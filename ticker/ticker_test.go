@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 type fakeGitea struct {
 	mu       sync.Mutex
 	issues   map[int]task.Issue
-	statuses map[string][]repository.StatusState
+	statuses map[string][]gitea.StatusState
 	err      error
 	calls    int
 }
@@ -52,11 +53,11 @@ func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (task.Issue, 
 	return i, nil
 }
 
-func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (repository.PullRequestState, error) {
-	return repository.PullRequestState{}, task.ErrNotFound
+func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (gitea.PullRequestState, error) {
+	return gitea.PullRequestState{}, task.ErrNotFound
 }
 
-func (f *fakeGitea) FetchStatuses(_ context.Context, _ string, sha string) ([]repository.StatusState, error) {
+func (f *fakeGitea) FetchStatuses(_ context.Context, _ string, sha string) ([]gitea.StatusState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -195,7 +196,7 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 	pr, err := w.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
 	require.NotEmpty(t, pr.HeadSHA)
-	w.gitea.statuses = map[string][]repository.StatusState{pr.HeadSHA: {
+	w.gitea.statuses = map[string][]gitea.StatusState{pr.HeadSHA: {
 		{ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()},
 		{ID: 72, Context: "ci/test", State: "failure", Description: "2 tests failed", UpdatedAt: time.Now()},
 	}}

@@ -6,6 +6,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 )
@@ -48,7 +49,7 @@ func agentLogins(cfg *config.Config) []string {
 }
 
 // newAssembler builds the one prompt assembler of serve and prompt render.
-func newAssembler(cfg *config.Config, set *templates.Set, reader *repository.IssueReader, store *repository.Store) (*prompts.Assembler, error) {
+func newAssembler(cfg *config.Config, set *templates.Set, reader *gitea.IssueReader, store *repository.Store) (*prompts.Assembler, error) {
 	profiles := map[string]prompts.Agent{}
 	for _, a := range cfg.Agents {
 		pa, err := promptAgent(a)

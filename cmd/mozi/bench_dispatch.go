@@ -14,6 +14,7 @@ import (
 	"github.com/moziplus/mozi/dispatcher"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/templates"
@@ -117,7 +118,7 @@ func benchDispatch(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer os.RemoveAll(stateDir)
-		reader := repository.NewIssueReader(bd.store, nil)
+		reader := gitea.NewIssueReader(bd.store, nil)
 		assembler := prompts.NewAssembler(prompts.AssemblerConfig{Set: set, Reader: reader, Attempts: bd.store,
 			Agents: map[string]prompts.Agent{"bench": {Login: "bench", Workdir: stateDir}}, GiteaURL: "http://gitea.invalid"})
 		sp := spawner.New(spawner.Config{Owner: "bench", StateDir: stateDir, Logger: logger,

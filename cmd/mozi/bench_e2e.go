@@ -23,7 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
 )

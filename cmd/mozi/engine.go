@@ -16,6 +16,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/dispatcher"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/notice"
@@ -30,8 +31,8 @@ type engine struct {
 	cfg        *config.Config
 	logger     *slog.Logger
 	store      *repository.Store
-	gitea      *repository.Gitea // nil without gitea.url
-	reader     *repository.IssueReader
+	gitea      *gitea.Client // nil without gitea.url
+	reader     *gitea.IssueReader
 	spawner    *spawner.Spawner
 	workspaces *workspace.Manager // nil without a repository to clone from
 	dispatcher *dispatcher.Dispatcher
@@ -60,7 +61,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	} else {
 		logger.Warn("no gitea.url configured: mozi works from webhooks alone (no prompts of unseen issues, no reconcile, no status polling, no failure comments)")
 	}
-	en.reader = repository.NewIssueReader(store, en.gitea)
+	en.reader = gitea.NewIssueReader(store, en.gitea)
 
 	rt, err := newAgentRuntime(cfg, stateDir, logger)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/workspace"
@@ -86,13 +87,13 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 		return nil, err
 	}
 	defer db.Close()
-	var gitea *repository.Gitea
+	var client *gitea.Client
 	if cfg.Gitea.URL != "" {
-		if gitea, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {
+		if client, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {
 			return nil, err
 		}
 	}
-	reader := repository.NewIssueReader(db.store, gitea)
+	reader := gitea.NewIssueReader(db.store, client)
 	tasks, err := db.store.ListTasks(ctx, repository.TaskFilter{Repo: repo, IssueNumber: issue,
 		ActionType: action, Agent: agent, Limit: 1})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
@@ -281,8 +282,8 @@ func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // newGiteaClient builds mozi's Gitea API client from the configuration.
-func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*repository.Gitea, error) {
-	return repository.NewGitea(repository.GiteaConfig{
+func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*gitea.Client, error) {
+	return gitea.New(gitea.Config{
 		URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(), Timeout: cfg.Gitea.Timeout,
 		RatePerSecond: cfg.Gitea.RatePerSecond, Burst: cfg.Gitea.Burst, Logger: logger, Registerer: reg,
 	})

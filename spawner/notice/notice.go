@@ -17,7 +17,7 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// Commenter posts a comment on an issue (repository.Gitea).
+// Commenter posts a comment on an issue (gitea.Client).
 type Commenter interface {
 	PostComment(ctx context.Context, repo string, number int, body string) (int64, error)
 }

@@ -1,4 +1,4 @@
-package repository
+package gitea
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"code.gitea.io/sdk/gitea"
+	sdk "code.gitea.io/sdk/gitea"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
@@ -17,7 +17,7 @@ import (
 )
 
 // GiteaConfig configures mozi's Gitea API access.
-type GiteaConfig struct {
+type Config struct {
 	URL   string
 	Token string
 	// Timeout bounds each attempt (default 15s).
@@ -39,14 +39,14 @@ type GiteaConfig struct {
 // context per client, so each call gets a thin SDK client carrying the
 // call's context over the shared HTTP client; the SDK's version probe is
 // skipped (no request at creation).
-type Gitea struct {
+type Client struct {
 	url   string
 	token string
 	http  *http.Client
 }
 
 // NewGitea builds the client. It makes no request.
-func NewGitea(cfg GiteaConfig) (*Gitea, error) {
+func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("gitea: no URL configured (gitea.url or MOZI_GITEA_URL)")
 	}
@@ -69,22 +69,22 @@ func NewGitea(cfg GiteaConfig) (*Gitea, error) {
 	if next == nil {
 		next = http.DefaultTransport.(*http.Transport).Clone()
 	}
-	tr := &giteaTransport{
+	tr := &transport{
 		next: next, limiter: rate.NewLimiter(rate.Limit(cfg.RatePerSecond), cfg.Burst),
 		timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, backoffBase: 500 * time.Millisecond,
-		backoffMax: 30 * time.Second, logger: cfg.Logger, metrics: newGiteaMetrics(cfg.Registerer),
+		backoffMax: 30 * time.Second, logger: cfg.Logger, metrics: newMetrics(cfg.Registerer),
 		sleep: sleepCtx,
 	}
-	return &Gitea{url: strings.TrimSuffix(cfg.URL, "/"), token: cfg.Token,
+	return &Client{url: strings.TrimSuffix(cfg.URL, "/"), token: cfg.Token,
 		http: &http.Client{Transport: tr}}, nil
 }
 
 // URL is Gitea's base URL.
-func (g *Gitea) URL() string { return g.url }
+func (g *Client) URL() string { return g.url }
 
-func (g *Gitea) sdk(ctx context.Context) (*gitea.Client, error) {
-	c, err := gitea.NewClient(g.url, gitea.SetHTTPClient(g.http), gitea.SetToken(g.token),
-		gitea.SetGiteaVersion(""), gitea.SetContext(ctx), gitea.SetUserAgent("mozi"))
+func (g *Client) api(ctx context.Context) (*sdk.Client, error) {
+	c, err := sdk.NewClient(g.url, sdk.SetHTTPClient(g.http), sdk.SetToken(g.token),
+		sdk.SetGiteaVersion(""), sdk.SetContext(ctx), sdk.SetUserAgent("mozi"))
 	if err != nil {
 		return nil, fmt.Errorf("gitea client: %w", err)
 	}
@@ -93,12 +93,12 @@ func (g *Gitea) sdk(ctx context.Context) (*gitea.Client, error) {
 
 // begin prepares a call about repo: its SDK client and the repository's
 // owner and name.
-func (g *Gitea) begin(ctx context.Context, repo string) (*gitea.Client, string, string, error) {
+func (g *Client) begin(ctx context.Context, repo string) (*sdk.Client, string, string, error) {
 	owner, name, err := splitRepo(repo)
 	if err != nil {
 		return nil, "", "", err
 	}
-	c, err := g.sdk(ctx)
+	c, err := g.api(ctx)
 	return c, owner, name, err
 }
 
@@ -112,7 +112,7 @@ func splitRepo(repo string) (string, string, error) {
 
 // apiErr wraps an SDK error with what was asked, mapping 404 to
 // task.ErrNotFound.
-func apiErr(what string, resp *gitea.Response, err error) error {
+func apiErr(what string, resp *sdk.Response, err error) error {
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("%s: %w in Gitea", what, task.ErrNotFound)
 	}
@@ -120,7 +120,7 @@ func apiErr(what string, resp *gitea.Response, err error) error {
 }
 
 // FetchIssue reads an issue (or a pull request's issue side) from Gitea.
-func (g *Gitea) FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error) {
+func (g *Client) FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return task.Issue{}, err
@@ -132,7 +132,7 @@ func (g *Gitea) FetchIssue(ctx context.Context, repo string, number int) (task.I
 	return issueFromSDK(repo, gi), nil
 }
 
-func issueFromSDK(repo string, gi *gitea.Issue) task.Issue {
+func issueFromSDK(repo string, gi *sdk.Issue) task.Issue {
 	i := task.Issue{Repo: repo, Number: int(gi.Index), Title: gi.Title, Body: gi.Body,
 		State: string(gi.State), IsPull: gi.PullRequest != nil,
 		CreatedAt: gi.Created.UTC(), UpdatedAt: gi.Updated.UTC()}
@@ -163,15 +163,15 @@ type Comment struct {
 }
 
 // FetchComments reads an issue's comments, oldest first, up to limit.
-func (g *Gitea) FetchComments(ctx context.Context, repo string, number, limit int) ([]Comment, error) {
+func (g *Client) FetchComments(ctx context.Context, repo string, number, limit int) ([]Comment, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
 	var out []Comment
 	for page := 1; len(out) < limit; page++ {
-		list, resp, err := c.ListIssueComments(owner, name, int64(number), gitea.ListIssueCommentOptions{
-			ListOptions: gitea.ListOptions{Page: page, PageSize: 50}})
+		list, resp, err := c.ListIssueComments(owner, name, int64(number), sdk.ListIssueCommentOptions{
+			ListOptions: sdk.ListOptions{Page: page, PageSize: 50}})
 		if err != nil {
 			return nil, apiErr(fmt.Sprintf("list comments of %s#%d", repo, number), resp, err)
 		}
@@ -194,13 +194,13 @@ func (g *Gitea) FetchComments(ctx context.Context, repo string, number, limit in
 
 // FetchBlockedBy lists the issues Gitea's native dependencies say block
 // this one.
-func (g *Gitea) FetchBlockedBy(ctx context.Context, repo string, number int) ([]int, error) {
+func (g *Client) FetchBlockedBy(ctx context.Context, repo string, number int) ([]int, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
-	deps, resp, err := c.ListIssueDependencies(owner, name, int64(number), gitea.ListIssueDependenciesOptions{
-		ListOptions: gitea.ListOptions{PageSize: 50}})
+	deps, resp, err := c.ListIssueDependencies(owner, name, int64(number), sdk.ListIssueDependenciesOptions{
+		ListOptions: sdk.ListOptions{PageSize: 50}})
 	if err != nil {
 		return nil, apiErr(fmt.Sprintf("list dependencies of %s#%d", repo, number), resp, err)
 	}
@@ -214,12 +214,12 @@ func (g *Gitea) FetchBlockedBy(ctx context.Context, repo string, number int) ([]
 }
 
 // PostComment comments on an issue and returns the comment's id.
-func (g *Gitea) PostComment(ctx context.Context, repo string, number int, body string) (int64, error) {
+func (g *Client) PostComment(ctx context.Context, repo string, number int, body string) (int64, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return 0, err
 	}
-	cm, resp, err := c.CreateIssueComment(owner, name, int64(number), gitea.CreateIssueCommentOption{Body: body})
+	cm, resp, err := c.CreateIssueComment(owner, name, int64(number), sdk.CreateIssueCommentOption{Body: body})
 	if err != nil {
 		return 0, apiErr(fmt.Sprintf("comment on %s#%d", repo, number), resp, err)
 	}
@@ -227,7 +227,7 @@ func (g *Gitea) PostComment(ctx context.Context, repo string, number int, body s
 }
 
 // FetchPullRequest reads a pull request from Gitea.
-func (g *Gitea) FetchPullRequest(ctx context.Context, repo string, number int) (PullRequestState, error) {
+func (g *Client) FetchPullRequest(ctx context.Context, repo string, number int) (PullRequestState, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return PullRequestState{}, err
@@ -286,7 +286,7 @@ type StatusState struct {
 }
 
 // FetchStatuses reads the latest status of each context of a commit.
-func (g *Gitea) FetchStatuses(ctx context.Context, repo, sha string) ([]StatusState, error) {
+func (g *Client) FetchStatuses(ctx context.Context, repo, sha string) ([]StatusState, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return nil, err

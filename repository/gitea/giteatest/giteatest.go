@@ -65,7 +65,7 @@ func (s *Server) login(r *http.Request) string {
 // APIDir is the recorded API responses' directory in this repository.
 func APIDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "gitea-1.25", "api")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "gitea-1.25", "api")
 }
 
 // New starts a fake serving the recorded responses.

@@ -1,4 +1,4 @@
-package repository
+package gitea
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 // what the cache lacks; an in-memory layer in front makes a warm read touch
 // neither. Without a Gitea client it serves the cache alone.
 type IssueReader struct {
-	store *Store
-	gitea *Gitea
-	ttl   time.Duration
+	store  IssueCache
+	client *Client
+	ttl    time.Duration
 	// depsTTL is how long Gitea's native dependencies are trusted: Gitea
 	// sends no webhook when they change.
 	depsTTL time.Duration
@@ -62,9 +62,22 @@ const (
 	maxMemEntryBytes = 1 << 20
 )
 
-// NewIssueReader builds a reader; gitea may be nil (cache only).
-func NewIssueReader(store *Store, gitea *Gitea) *IssueReader {
-	return &IssueReader{store: store, gitea: gitea, ttl: 30 * time.Second, depsTTL: 10 * time.Minute,
+// IssueCache is mozi's copy of issues, which the reader reads first and
+// keeps (repository.Store).
+type IssueCache interface {
+	Issue(ctx context.Context, repo string, number int) (task.Issue, error)
+	SaveIssue(ctx context.Context, i task.Issue) error
+	CachedReport(ctx context.Context, repo string, number int) (report string, synced bool, err error)
+	CacheReport(ctx context.Context, repo string, number int, report string, at time.Time) error
+	CachedBlockedBy(ctx context.Context, repo string, number int) ([]int, time.Time, error)
+	CacheBlockedBy(ctx context.Context, repo string, number int, blocked []int) error
+	SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error)
+	RefreshIssueCopy(ctx context.Context, id int64, issue task.Issue) error
+}
+
+// NewIssueReader builds a reader; client may be nil (cache only).
+func NewIssueReader(store IssueCache, client *Client) *IssueReader {
+	return &IssueReader{store: store, client: client, ttl: 30 * time.Second, depsTTL: 10 * time.Minute,
 		now: time.Now, mem: map[string]memEntry{}}
 }
 
@@ -156,10 +169,10 @@ func (r *IssueReader) Issue(ctx context.Context, repo string, number int) (task.
 		return task.Issue{}, err
 	}
 	if err != nil {
-		if r.gitea == nil {
+		if r.client == nil {
 			return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, ErrUnavailable)
 		}
-		if issue, err = r.gitea.FetchIssue(ctx, repo, number); err != nil {
+		if issue, err = r.client.FetchIssue(ctx, repo, number); err != nil {
 			if errors.Is(err, task.ErrNotFound) {
 				r.remember(key, func(e *memEntry) { e.notFound = true })
 			}
@@ -185,8 +198,8 @@ func (r *IssueReader) LatestReport(ctx context.Context, repo string, number int)
 	if err != nil {
 		return "", err
 	}
-	if !synced && r.gitea != nil {
-		comments, err := r.gitea.FetchComments(ctx, repo, number, 500)
+	if !synced && r.client != nil {
+		comments, err := r.client.FetchComments(ctx, repo, number, 500)
 		if err != nil {
 			return "", err
 		}
@@ -220,8 +233,8 @@ func (r *IssueReader) BlockedBy(ctx context.Context, repo string, number int) ([
 		return nil, err
 	}
 	stale := synced.IsZero() || r.now().Sub(synced) > r.depsTTL
-	if stale && r.gitea != nil {
-		fresh, err := r.gitea.FetchBlockedBy(ctx, repo, number)
+	if stale && r.client != nil {
+		fresh, err := r.client.FetchBlockedBy(ctx, repo, number)
 		switch {
 		case err == nil:
 			out = fresh

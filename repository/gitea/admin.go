@@ -1,4 +1,4 @@
-package repository
+package gitea
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"code.gitea.io/sdk/gitea"
+	sdk "code.gitea.io/sdk/gitea"
 )
 
 // HookEvents are the Gitea webhook events mozi acts on. Gitea expands
@@ -61,8 +61,8 @@ func (s HookScope) String() string {
 }
 
 // ServerVersion asks Gitea its version (no token needed).
-func (g *Gitea) ServerVersion(ctx context.Context) (string, error) {
-	c, err := g.sdk(ctx)
+func (g *Client) ServerVersion(ctx context.Context) (string, error) {
+	c, err := g.api(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -74,8 +74,8 @@ func (g *Gitea) ServerVersion(ctx context.Context) (string, error) {
 }
 
 // WhoAmI returns the login mozi's token acts as.
-func (g *Gitea) WhoAmI(ctx context.Context) (string, error) {
-	c, err := g.sdk(ctx)
+func (g *Client) WhoAmI(ctx context.Context) (string, error) {
+	c, err := g.api(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -88,7 +88,7 @@ func (g *Gitea) WhoAmI(ctx context.Context) (string, error) {
 
 // RepoAdmin reports whether mozi's token may administer the repository
 // (needed for its webhooks); an error when it cannot see it.
-func (g *Gitea) RepoAdmin(ctx context.Context, repo string) (bool, error) {
+func (g *Client) RepoAdmin(ctx context.Context, repo string) (bool, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return false, err
@@ -103,12 +103,12 @@ func (g *Gitea) RepoAdmin(ctx context.Context, repo string) (bool, error) {
 // CanWriteIssues checks that the token has the write:issue scope without
 // changing anything: it edits issue #0, which never exists, so Gitea
 // answers 404 after its scope check, or 403 before it.
-func (g *Gitea) CanWriteIssues(ctx context.Context, repo string) error {
+func (g *Client) CanWriteIssues(ctx context.Context, repo string) error {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return err
 	}
-	_, resp, err := c.EditIssue(owner, name, 0, gitea.EditIssueOption{Title: "mozi doctor scope probe"})
+	_, resp, err := c.EditIssue(owner, name, 0, sdk.EditIssueOption{Title: "mozi doctor scope probe"})
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
 		return nil
 	}
@@ -119,23 +119,23 @@ func (g *Gitea) CanWriteIssues(ctx context.Context, repo string) error {
 }
 
 // Hooks lists the webhooks of a repository or an organization.
-func (g *Gitea) Hooks(ctx context.Context, scope HookScope) ([]Hook, error) {
-	c, err := g.sdk(ctx)
+func (g *Client) Hooks(ctx context.Context, scope HookScope) ([]Hook, error) {
+	c, err := g.api(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		list []*gitea.Hook
-		resp *gitea.Response
+		list []*sdk.Hook
+		resp *sdk.Response
 	)
 	if scope.Org != "" {
-		list, resp, err = c.ListOrgHooks(scope.Org, gitea.ListHooksOptions{ListOptions: gitea.ListOptions{PageSize: 50}})
+		list, resp, err = c.ListOrgHooks(scope.Org, sdk.ListHooksOptions{ListOptions: sdk.ListOptions{PageSize: 50}})
 	} else {
 		owner, name, serr := splitRepo(scope.Repo)
 		if serr != nil {
 			return nil, serr
 		}
-		list, resp, err = c.ListRepoHooks(owner, name, gitea.ListHooksOptions{ListOptions: gitea.ListOptions{PageSize: 50}})
+		list, resp, err = c.ListRepoHooks(owner, name, sdk.ListHooksOptions{ListOptions: sdk.ListOptions{PageSize: 50}})
 	}
 	if err != nil {
 		return nil, scopeErr("list webhooks of "+scope.String(), resp, err)
@@ -151,24 +151,24 @@ func (g *Gitea) Hooks(ctx context.Context, scope HookScope) ([]Hook, error) {
 // InstallHook creates the webhook that sends mozi's events to url signed
 // with secret, or updates the one already pointing at url. It returns the
 // hook and whether it was created.
-func (g *Gitea) InstallHook(ctx context.Context, scope HookScope, url, secret string) (Hook, bool, error) {
+func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret string) (Hook, bool, error) {
 	existing, err := g.Hooks(ctx, scope)
 	if err != nil {
 		return Hook{}, false, err
 	}
-	c, err := g.sdk(ctx)
+	c, err := g.api(ctx)
 	if err != nil {
 		return Hook{}, false, err
 	}
 	config := map[string]string{"url": url, "content_type": "json", "secret": secret, "http_method": "post"}
 	events := slices.Clone(HookEvents)
 	for _, h := range existing {
-		if h.URL != url || h.Type != string(gitea.HookTypeGitea) {
+		if h.URL != url || h.Type != string(sdk.HookTypeGitea) {
 			continue
 		}
 		active := true
-		opt := gitea.EditHookOption{Config: config, Events: events, Active: &active, BranchFilter: "*"}
-		var resp *gitea.Response
+		opt := sdk.EditHookOption{Config: config, Events: events, Active: &active, BranchFilter: "*"}
+		var resp *sdk.Response
 		if scope.Org != "" {
 			resp, err = c.EditOrgHook(scope.Org, h.ID, opt)
 		} else {
@@ -181,10 +181,10 @@ func (g *Gitea) InstallHook(ctx context.Context, scope HookScope, url, secret st
 		h.ContentType, h.Events, h.Active = "json", events, true
 		return h, false, nil
 	}
-	opt := gitea.CreateHookOption{Type: gitea.HookTypeGitea, Config: config, Events: events, Active: true, BranchFilter: "*"}
+	opt := sdk.CreateHookOption{Type: sdk.HookTypeGitea, Config: config, Events: events, Active: true, BranchFilter: "*"}
 	var (
-		created *gitea.Hook
-		resp    *gitea.Response
+		created *sdk.Hook
+		resp    *sdk.Response
 	)
 	if scope.Org != "" {
 		created, resp, err = c.CreateOrgHook(scope.Org, opt)
@@ -199,7 +199,7 @@ func (g *Gitea) InstallHook(ctx context.Context, scope HookScope, url, secret st
 }
 
 // scopeErr is apiErr that also recognises Gitea's missing-scope answer.
-func scopeErr(what string, resp *gitea.Response, err error) error {
+func scopeErr(what string, resp *sdk.Response, err error) error {
 	if resp != nil && resp.StatusCode == http.StatusForbidden && strings.Contains(err.Error(), "scope") {
 		return fmt.Errorf("%s: %w (%v)", what, ErrMissingScope, err)
 	}

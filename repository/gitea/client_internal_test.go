@@ -1,4 +1,4 @@
-package repository
+package gitea
 
 import (
 	"bytes"
@@ -15,22 +15,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/task"
 )
 
 // fastGitea is a client on the fake whose retries do not sleep.
-func fastGitea(t *testing.T, srv *giteatest.Server, token string, logs *bytes.Buffer) (*Gitea, *prometheus.Registry) {
+func fastGitea(t *testing.T, srv *giteatest.Server, token string, logs *bytes.Buffer) (*Client, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.DiscardHandler)
 	if logs != nil {
 		logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
-	g, err := NewGitea(GiteaConfig{URL: srv.URL, Token: token, Timeout: 300 * time.Millisecond,
+	g, err := New(Config{URL: srv.URL, Token: token, Timeout: 300 * time.Millisecond,
 		Registerer: reg, Logger: logger, RatePerSecond: 1000, Burst: 1000})
 	require.NoError(t, err)
-	g.http.Transport.(*giteaTransport).sleep = func(context.Context, time.Duration) error { return nil }
+	g.http.Transport.(*transport).sleep = func(context.Context, time.Duration) error { return nil }
 	return g, reg
 }
 

@@ -1,4 +1,4 @@
-package repository
+package gitea
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // client-side rate limit, a timeout per attempt, retries with backoff and
 // jitter on timeouts, 5xx and 429 (honouring Retry-After), metrics per
 // endpoint and status, and one log line per outage rather than per request.
-type giteaTransport struct {
+type transport struct {
 	next        http.RoundTripper
 	limiter     *rate.Limiter
 	timeout     time.Duration
@@ -32,22 +32,22 @@ type giteaTransport struct {
 	backoffBase time.Duration
 	backoffMax  time.Duration
 	logger      *slog.Logger
-	metrics     *giteaMetrics
+	metrics     *metrics
 	sleep       func(ctx context.Context, d time.Duration) error
 
 	mu        sync.Mutex
 	downSince time.Time // zero while Gitea answers
 }
 
-type giteaMetrics struct {
+type metrics struct {
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
 	up       prometheus.Gauge
 }
 
-func newGiteaMetrics(reg prometheus.Registerer) *giteaMetrics {
-	m := &giteaMetrics{
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_gitea_requests_total",
 			Help: "Gitea API requests (each attempt), by endpoint, method and status code (\"error\" when no answer).",
@@ -116,7 +116,7 @@ func endpoint(path string) string {
 	return p
 }
 
-func (t *giteaTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ep := endpoint(req.URL.Path)
 	// A request that may have had its effect is not sent twice: POST and
 	// PATCH are retried only when Gitea said it did not act (429) or the
@@ -169,7 +169,7 @@ func (t *giteaTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // attempt sends one try under its own timeout. The timeout covers reading
 // the body too: the response body is buffered before returning.
-func (t *giteaTransport) attempt(req *http.Request, ep string) (*http.Response, error) {
+func (t *transport) attempt(req *http.Request, ep string) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
@@ -236,7 +236,7 @@ func retryAfter(resp *http.Response) time.Duration {
 	return 0
 }
 
-func (t *giteaTransport) backoff(attempt int) time.Duration {
+func (t *transport) backoff(attempt int) time.Duration {
 	return task.Backoff(attempt, t.backoffBase, t.backoffMax)
 }
 
@@ -246,7 +246,7 @@ func drain(resp *http.Response) {
 }
 
 // observeOutcome logs the start and the end of an outage, once each.
-func (t *giteaTransport) observeOutcome(resp *http.Response, err error, ep string) {
+func (t *transport) observeOutcome(resp *http.Response, err error, ep string) {
 	down := err != nil && !errors.Is(err, context.Canceled) || resp != nil && resp.StatusCode >= 500
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/webhook/payload"
 )
 
 // rescue returns tasks whose runner stopped renewing its lease to pending,

@@ -17,7 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/webhook/payload"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 )
 
 // Path is where Gitea posts deliveries.

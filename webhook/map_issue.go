@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/conventions"
-	"github.com/moziplus/mozi/webhook/payload"
 )
 
 // onIssue handles issues events: opened, edited, label_updated, assigned,

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/webhook/payload"
 )
 
 // MapperConfig configures how events become tasks.

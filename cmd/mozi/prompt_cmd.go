@@ -10,11 +10,11 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates"
-	"github.com/moziplus/mozi/webhook/payload"
 	"github.com/moziplus/mozi/webhook/recording"
 )
 

@@ -80,9 +80,7 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 		if pr.State != "closed" {
 			return false, nil
 		}
-		body, err := payload.PullClosedBody(ref.Repo, payload.PullRequest{Number: pr.Number, Title: pr.Title,
-			Body: pr.Body, State: pr.State, Author: pr.Author, HeadRef: pr.HeadRef, HeadSHA: pr.HeadSHA,
-			BaseRef: pr.BaseRef, Merged: pr.Merged, MergedBy: pr.MergedBy, UpdatedAt: pr.UpdatedAt, ClosedAt: pr.ClosedAt})
+		body, err := payload.PullClosedBody(pr)
 		if err != nil {
 			return false, err
 		}
@@ -108,9 +106,7 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 	case !issue.Closed() && known && cached.Closed():
 		action = "reopened"
 	}
-	body, err := payload.IssueEventBody(ref.Repo, action, payload.Issue{Number: issue.Number,
-		Title: issue.Title, Body: issue.Body, State: issue.State, Author: issue.Author, Labels: issue.Labels,
-		Assignees: issue.Assignees, CreatedAt: issue.CreatedAt, UpdatedAt: issue.UpdatedAt, ClosedAt: issue.ClosedAt})
+	body, err := payload.IssueEventBody(action, issue)
 	if err != nil {
 		return false, err
 	}
@@ -142,8 +138,7 @@ func (t *Ticker) statuses(ctx context.Context) (int, error) {
 			if s.State != "failure" && s.State != "error" {
 				continue
 			}
-			body, err := payload.StatusBody(pr.Repo, payload.Status{ID: s.ID, SHA: pr.HeadSHA, Context: s.Context,
-				State: s.State, TargetURL: s.TargetURL, Description: s.Description, UpdatedAt: s.UpdatedAt})
+			body, err := payload.StatusBody(s)
 			if err != nil {
 				return n, err
 			}

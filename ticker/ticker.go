@@ -20,16 +20,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 )
 
-// Gitea is what the ticker asks Gitea (gitea.Client).
+// Gitea is what the ticker asks Gitea (gitea.Client). What it answers
+// names its repository (and a status its commit), as Gitea's client does.
 type Gitea interface {
 	FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error)
-	FetchPullRequest(ctx context.Context, repo string, number int) (gitea.PullRequestState, error)
-	FetchStatuses(ctx context.Context, repo, sha string) ([]gitea.StatusState, error)
+	FetchPullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error)
+	FetchStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error)
 }
 
 // Config configures the ticker; zero durations take defaults.

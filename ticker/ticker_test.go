@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 type fakeGitea struct {
 	mu       sync.Mutex
 	issues   map[int]task.Issue
-	statuses map[string][]gitea.StatusState
+	statuses map[string][]task.CommitStatus
 	err      error
 	calls    int
 }
@@ -53,18 +53,24 @@ func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (task.Issue, 
 	return i, nil
 }
 
-func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (gitea.PullRequestState, error) {
-	return gitea.PullRequestState{}, task.ErrNotFound
+func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (task.PullRequest, error) {
+	return task.PullRequest{}, task.ErrNotFound
 }
 
-func (f *fakeGitea) FetchStatuses(_ context.Context, _ string, sha string) ([]gitea.StatusState, error) {
+// FetchStatuses answers, as Gitea's client does, statuses that name their
+// repository and commit.
+func (f *fakeGitea) FetchStatuses(_ context.Context, repo, sha string) ([]task.CommitStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
 		return nil, f.err
 	}
-	return f.statuses[sha], nil
+	out := slices.Clone(f.statuses[sha])
+	for i := range out {
+		out[i].Repo, out[i].SHA = repo, sha
+	}
+	return out, nil
 }
 
 // world is a store fed by the recorded deliveries through the real intake
@@ -196,7 +202,7 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 	pr, err := w.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
 	require.NotEmpty(t, pr.HeadSHA)
-	w.gitea.statuses = map[string][]gitea.StatusState{pr.HeadSHA: {
+	w.gitea.statuses = map[string][]task.CommitStatus{pr.HeadSHA: {
 		{ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()},
 		{ID: 72, Context: "ci/test", State: "failure", Description: "2 tests failed", UpdatedAt: time.Now()},
 	}}

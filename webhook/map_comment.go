@@ -221,8 +221,7 @@ func (e *eventCtx) mentionTask(ctx context.Context, number int, agent string, ho
 		n = e.issueTask(issue, task.ActionMention, agent)
 	} else {
 		pi := e.ev.Issue
-		n = e.issueTask(task.Issue{Repo: e.ev.Repo, Number: number, Title: pi.Title, Body: pi.Body,
-			Labels: pi.Labels, Author: pi.Author, UpdatedAt: pi.UpdatedAt}, task.ActionMention, agent)
+		n = e.issueTask(*pi, task.ActionMention, agent)
 		if pi.IsPull {
 			n.PRNumber = number
 		}

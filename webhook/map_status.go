@@ -40,9 +40,7 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 		if err := e.lock(ctx, pr.Number); err != nil {
 			return err
 		}
-		return e.ciFailure(ctx, pr, st.UpdatedAt, task.CommitStatus{Repo: e.ev.Repo, ID: st.ID, SHA: st.SHA,
-			Context: st.Context, State: st.State, TargetURL: st.TargetURL, Description: st.Description,
-			Sender: e.ev.Sender})
+		return e.ciFailure(ctx, pr, st.UpdatedAt, *st)
 	}
 	var action task.ActionType
 	switch {
@@ -51,9 +49,7 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 	case e.m.cfg.DeployContext.MatchString(st.Context):
 		action = task.ActionDeployFailure
 	default:
-		return e.tx.SaveUnmatchedStatus(ctx, task.CommitStatus{Repo: e.ev.Repo, ID: st.ID, SHA: st.SHA,
-			Context: st.Context, State: st.State, TargetURL: st.TargetURL, Description: st.Description,
-			Sender: e.ev.Sender})
+		return e.tx.SaveUnmatchedStatus(ctx, *st)
 	}
 	infra, ok := e.m.cfg.Agents.Infra()
 	if !ok {

@@ -187,9 +187,7 @@ func offlineInput(cfg *config.Config, path string, action task.ActionType, agent
 	var issue task.Issue
 	switch {
 	case ev.Issue != nil:
-		i := ev.Issue
-		issue = task.Issue{Repo: ev.Repo, Number: i.Number, Title: i.Title, Body: i.Body, State: i.State,
-			Author: i.Author, Labels: i.Labels, Assignees: i.Assignees, IsPull: i.IsPull}
+		issue = *ev.Issue
 	case ev.PullRequest != nil:
 		p := ev.PullRequest
 		issue = task.Issue{Repo: ev.Repo, Number: p.Number, Title: p.Title, Body: p.Body, State: p.State,

@@ -154,21 +154,13 @@ func issueFromSDK(repo string, gi *sdk.Issue) task.Issue {
 	return i
 }
 
-// Comment is an issue comment as read from Gitea.
-type Comment struct {
-	ID      int64
-	Author  string
-	Body    string
-	Created time.Time
-}
-
 // FetchComments reads an issue's comments, oldest first, up to limit.
-func (g *Client) FetchComments(ctx context.Context, repo string, number, limit int) ([]Comment, error) {
+func (g *Client) FetchComments(ctx context.Context, repo string, number, limit int) ([]task.Comment, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
-	var out []Comment
+	var out []task.Comment
 	for page := 1; len(out) < limit; page++ {
 		list, resp, err := c.ListIssueComments(owner, name, int64(number), sdk.ListIssueCommentOptions{
 			ListOptions: sdk.ListOptions{Page: page, PageSize: 50}})
@@ -176,7 +168,7 @@ func (g *Client) FetchComments(ctx context.Context, repo string, number, limit i
 			return nil, apiErr(fmt.Sprintf("list comments of %s#%d", repo, number), resp, err)
 		}
 		for _, gc := range list {
-			cm := Comment{ID: gc.ID, Body: gc.Body, Created: gc.Created.UTC()}
+			cm := task.Comment{ID: gc.ID, Body: gc.Body, CreatedAt: gc.Created.UTC()}
 			if gc.Poster != nil {
 				cm.Author = gc.Poster.UserName
 			}
@@ -227,16 +219,16 @@ func (g *Client) PostComment(ctx context.Context, repo string, number int, body 
 }
 
 // FetchPullRequest reads a pull request from Gitea.
-func (g *Client) FetchPullRequest(ctx context.Context, repo string, number int) (PullRequestState, error) {
+func (g *Client) FetchPullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
-		return PullRequestState{}, err
+		return task.PullRequest{}, err
 	}
 	pr, resp, err := c.GetPullRequest(owner, name, int64(number))
 	if err != nil {
-		return PullRequestState{}, apiErr(fmt.Sprintf("get pull request %s#%d", repo, number), resp, err)
+		return task.PullRequest{}, apiErr(fmt.Sprintf("get pull request %s#%d", repo, number), resp, err)
 	}
-	out := PullRequestState{Number: int(pr.Index), Title: pr.Title, Body: pr.Body, State: string(pr.State),
+	out := task.PullRequest{Repo: repo, Number: int(pr.Index), Title: pr.Title, Body: pr.Body, State: string(pr.State),
 		Merged: pr.HasMerged}
 	if pr.Poster != nil {
 		out.Author = pr.Poster.UserName
@@ -259,34 +251,8 @@ func (g *Client) FetchPullRequest(ctx context.Context, repo string, number int) 
 	return out, nil
 }
 
-// PullRequestState is a pull request as read from Gitea.
-type PullRequestState struct {
-	Number    int
-	Title     string
-	Body      string
-	State     string
-	Author    string
-	HeadRef   string
-	HeadSHA   string
-	BaseRef   string
-	Merged    bool
-	MergedBy  string
-	UpdatedAt time.Time
-	ClosedAt  time.Time
-}
-
-// StatusState is one commit status as read from Gitea.
-type StatusState struct {
-	ID          int64
-	Context     string
-	State       string
-	TargetURL   string
-	Description string
-	UpdatedAt   time.Time
-}
-
 // FetchStatuses reads the latest status of each context of a commit.
-func (g *Client) FetchStatuses(ctx context.Context, repo, sha string) ([]StatusState, error) {
+func (g *Client) FetchStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return nil, err
@@ -295,9 +261,9 @@ func (g *Client) FetchStatuses(ctx context.Context, repo, sha string) ([]StatusS
 	if err != nil {
 		return nil, apiErr(fmt.Sprintf("get statuses of %s@%s", repo, sha), resp, err)
 	}
-	out := make([]StatusState, 0, len(combined.Statuses))
+	out := make([]task.CommitStatus, 0, len(combined.Statuses))
 	for _, s := range combined.Statuses {
-		out = append(out, StatusState{ID: s.ID, Context: s.Context, State: string(s.State),
+		out = append(out, task.CommitStatus{Repo: repo, ID: s.ID, SHA: sha, Context: s.Context, State: string(s.State),
 			TargetURL: s.TargetURL, Description: s.Description, UpdatedAt: s.Updated.UTC()})
 	}
 	return out, nil

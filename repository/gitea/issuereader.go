@@ -206,7 +206,7 @@ func (r *IssueReader) LatestReport(ctx context.Context, repo string, number int)
 		var at time.Time
 		for _, c := range comments {
 			if isActionReport(c.Body) {
-				report, at = c.Body, c.Created
+				report, at = c.Body, c.CreatedAt
 			}
 		}
 		if err := r.store.CacheReport(ctx, repo, number, report, at); err != nil {

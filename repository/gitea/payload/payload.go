@@ -162,63 +162,11 @@ func jsonProblem(err error) string {
 	return "invalid JSON"
 }
 
-// Issue is an issue (or the issue side of a pull request).
-type Issue struct {
-	Number    int
-	Title     string
-	Body      string
-	State     string
-	Author    string
-	Labels    []string
-	Assignees []string
-	IsPull    bool
-	CreatedAt time.Time
-	UpdatedAt time.Time // zero when Gitea sent a placeholder (1970)
-	ClosedAt  time.Time
-}
-
-// PullRequest is a pull request.
-type PullRequest struct {
-	Number             int
-	Title              string
-	Body               string
-	State              string
-	Author             string
-	HeadRef            string
-	HeadSHA            string
-	BaseRef            string
-	Merged             bool
-	MergedBy           string
-	RequestedReviewers []string
-	UpdatedAt          time.Time
-	ClosedAt           time.Time
-}
-
-// Comment is an issue or pull request comment.
-type Comment struct {
-	ID        int64
-	Author    string
-	Body      string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
 // Review is a submitted pull request review.
 type Review struct {
 	// Verdict is approved, rejected (changes requested) or comment.
 	Verdict string
 	Body    string
-}
-
-// Status is a commit status.
-type Status struct {
-	ID          int64
-	SHA         string
-	Context     string
-	State       string // pending, success, error, failure, warning
-	TargetURL   string
-	Description string
-	UpdatedAt   time.Time
 }
 
 // Event is a parsed delivery.
@@ -227,12 +175,12 @@ type Event struct {
 	Action            string
 	Repo              string
 	Sender            string
-	Issue             *Issue       // issues, issue_comment
-	PullRequest       *PullRequest // pull_request, review, issue_comment on a PR (may be nil)
-	Comment           *Comment     // issue_comment
-	Review            *Review      // review
-	Status            *Status      // status, workflow_run (as a status of its head commit)
-	RequestedReviewer string       // pull_request review_requested
+	Issue             *task.Issue        // issues, issue_comment
+	PullRequest       *task.PullRequest  // pull_request, review, issue_comment on a PR (may be nil)
+	Comment           *task.Comment      // issue_comment
+	Review            *Review            // review
+	Status            *task.CommitStatus // status, workflow_run (as a status of its head commit)
+	RequestedReviewer string             // pull_request review_requested
 }
 
 // Parse decodes a delivery of the given kind. It uses the JSON v2
@@ -253,7 +201,7 @@ func Parse(kind Kind, body []byte) (Event, error) {
 		if w.Issue == nil {
 			return Event{}, errors.New("issues payload without issue")
 		}
-		ev.Issue = w.Issue.normalise()
+		ev.Issue = w.Issue.normalise(ev.Repo)
 		if ev.Issue.Number <= 0 || ev.Issue.Number > maxNumber {
 			return Event{}, fmt.Errorf("issue number %d is out of range", ev.Issue.Number)
 		}
@@ -261,20 +209,20 @@ func Parse(kind Kind, body []byte) (Event, error) {
 		if w.Issue == nil || w.Comment == nil {
 			return Event{}, errors.New("issue_comment payload without issue or comment")
 		}
-		ev.Issue = w.Issue.normalise()
+		ev.Issue = w.Issue.normalise(ev.Repo)
 		ev.Issue.IsPull = ev.Issue.IsPull || w.IsPull
 		ev.Comment = w.Comment.normalise()
 		if ev.Issue.Number <= 0 || ev.Issue.Number > maxNumber {
 			return Event{}, fmt.Errorf("issue number %d is out of range", ev.Issue.Number)
 		}
 		if w.PullRequest != nil {
-			ev.PullRequest = w.PullRequest.normalise()
+			ev.PullRequest = w.PullRequest.normalise(ev.Repo)
 		}
 	case KindPullRequest, KindReview:
 		if w.PullRequest == nil {
 			return Event{}, fmt.Errorf("%s payload without pull_request", kind)
 		}
-		ev.PullRequest = w.PullRequest.normalise()
+		ev.PullRequest = w.PullRequest.normalise(ev.Repo)
 		if ev.PullRequest.Number <= 0 || ev.PullRequest.Number > maxNumber {
 			return Event{}, fmt.Errorf("pull request number %d is out of range", ev.PullRequest.Number)
 		}
@@ -291,8 +239,9 @@ func Parse(kind Kind, body []byte) (Event, error) {
 		if w.SHA == "" {
 			return Event{}, errors.New("status payload without sha")
 		}
-		ev.Status = &Status{ID: w.ID, SHA: Clean(w.SHA), Context: Clean(w.Context), State: Clean(w.State),
-			TargetURL: Clean(w.TargetURL), Description: Clean(w.Description), UpdatedAt: gitTime(w.UpdatedAt)}
+		ev.Status = &task.CommitStatus{Repo: ev.Repo, ID: w.ID, SHA: Clean(w.SHA), Context: Clean(w.Context),
+			State: Clean(w.State), TargetURL: Clean(w.TargetURL), Description: Clean(w.Description),
+			Sender: ev.Sender, UpdatedAt: gitTime(w.UpdatedAt)}
 	case KindWorkflowRun:
 		r := w.WorkflowRun
 		if r == nil || r.HeadSHA == "" {
@@ -302,8 +251,9 @@ func Parse(kind Kind, body []byte) (Event, error) {
 		if state == "" {
 			state = r.Status
 		}
-		ev.Status = &Status{ID: r.ID*1000 + r.RunAttempt, SHA: Clean(r.HeadSHA), Context: Clean(r.Name),
-			State: Clean(state), TargetURL: Clean(r.HTMLURL), Description: Clean(r.DisplayTitle), UpdatedAt: gitTime(r.UpdatedAt)}
+		ev.Status = &task.CommitStatus{Repo: ev.Repo, ID: r.ID*1000 + r.RunAttempt, SHA: Clean(r.HeadSHA),
+			Context: Clean(r.Name), State: Clean(state), TargetURL: Clean(r.HTMLURL), Description: Clean(r.DisplayTitle),
+			Sender: ev.Sender, UpdatedAt: gitTime(r.UpdatedAt)}
 	}
 	return ev, nil
 }

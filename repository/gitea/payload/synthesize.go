@@ -3,6 +3,8 @@ package payload
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // The ticker finds what lost webhooks would have said (an issue closed
@@ -33,7 +35,7 @@ func stampPtr(t time.Time) *time.Time {
 
 // IssueEventBody is an "issues" delivery body with action for the issue's
 // current state; the closer is unknown (no sender).
-func IssueEventBody(repo, action string, i Issue) ([]byte, error) {
+func IssueEventBody(action string, i task.Issue) ([]byte, error) {
 	type label struct {
 		Name string `json:"name"`
 	}
@@ -50,27 +52,28 @@ func IssueEventBody(repo, action string, i Issue) ([]byte, error) {
 		"issue": map[string]any{"number": i.Number, "title": i.Title, "body": i.Body, "state": i.State,
 			"user": user(i.Author), "labels": labels, "assignees": assignees,
 			"created_at": stampPtr(i.CreatedAt), "updated_at": stampPtr(i.UpdatedAt), "closed_at": stampPtr(i.ClosedAt)},
-		"repository": synthRepo{repo}, "sender": map[string]string{"login": ""},
+		"repository": synthRepo{i.Repo}, "sender": map[string]string{"login": ""},
 	})
 }
 
 // PullClosedBody is a "pull_request closed" delivery body.
-func PullClosedBody(repo string, p PullRequest) ([]byte, error) {
+func PullClosedBody(p task.PullRequest) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"action": "closed", "number": p.Number,
 		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": "closed",
 			"user": user(p.Author), "head": map[string]string{"ref": p.HeadRef, "sha": p.HeadSHA},
 			"base": map[string]string{"ref": p.BaseRef}, "merged": p.Merged, "merged_by": user(p.MergedBy),
 			"updated_at": stampPtr(p.UpdatedAt), "closed_at": stampPtr(p.ClosedAt)},
-		"repository": synthRepo{repo}, "sender": user(p.MergedBy),
+		"repository": synthRepo{p.Repo}, "sender": user(p.MergedBy),
 	})
 }
 
-// StatusBody is a "status" delivery body.
-func StatusBody(repo string, s Status) ([]byte, error) {
+// StatusBody is a "status" delivery body; the reporter is unknown (no
+// sender).
+func StatusBody(s task.CommitStatus) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"id": s.ID, "sha": s.SHA, "context": s.Context, "state": s.State, "target_url": s.TargetURL,
 		"description": s.Description, "updated_at": stampPtr(s.UpdatedAt),
-		"repository": synthRepo{repo}, "sender": map[string]string{"login": ""},
+		"repository": synthRepo{s.Repo}, "sender": map[string]string{"login": ""},
 	})
 }

@@ -3,6 +3,8 @@ package payload
 import (
 	"strings"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // The wire structs mirror the parts of Gitea's JSON that mozi reads.
@@ -51,14 +53,14 @@ type wireIssue struct {
 	ClosedAt    *time.Time  `json:"closed_at"`
 }
 
-func (w *wireIssue) normalise() *Issue {
-	i := &Issue{
-		Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
+func (w *wireIssue) normalise(repo string) *task.Issue {
+	i := &task.Issue{
+		Repo: repo, Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
 		Author: w.User.login(), IsPull: w.PullRequest != nil,
 		CreatedAt: gitTime(w.CreatedAt), UpdatedAt: gitTime(w.UpdatedAt), ClosedAt: gitTime(w.ClosedAt),
 	}
-	if i.State != "closed" {
-		i.State = "open"
+	if i.State != task.StateClosed {
+		i.State = task.StateOpen
 	}
 	for _, l := range w.Labels {
 		if l.Name != "" {
@@ -89,15 +91,15 @@ type wirePullRequest struct {
 	ClosedAt           *time.Time  `json:"closed_at"`
 }
 
-func (w *wirePullRequest) normalise() *PullRequest {
-	p := &PullRequest{
-		Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
+func (w *wirePullRequest) normalise(repo string) *task.PullRequest {
+	p := &task.PullRequest{
+		Repo: repo, Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
 		Author: w.User.login(), HeadRef: Clean(w.Head.Ref), HeadSHA: Clean(w.Head.SHA), BaseRef: Clean(w.Base.Ref),
 		Merged: w.Merged, MergedBy: w.MergedBy.login(),
 		UpdatedAt: gitTime(w.UpdatedAt), ClosedAt: gitTime(w.ClosedAt),
 	}
-	if p.State != "closed" {
-		p.State = "open"
+	if p.State != task.StateClosed {
+		p.State = task.StateOpen
 	}
 	p.RequestedReviewers = logins(w.RequestedReviewers)
 	return p
@@ -111,8 +113,8 @@ type wireComment struct {
 	UpdatedAt *time.Time `json:"updated_at"`
 }
 
-func (w *wireComment) normalise() *Comment {
-	return &Comment{ID: w.ID, Author: w.User.login(), Body: Clean(w.Body),
+func (w *wireComment) normalise() *task.Comment {
+	return &task.Comment{ID: w.ID, Author: w.User.login(), Body: Clean(w.Body),
 		CreatedAt: gitTime(w.CreatedAt), UpdatedAt: gitTime(w.UpdatedAt)}
 }
 

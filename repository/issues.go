@@ -36,8 +36,9 @@ func scanIssue(row pgx.Row) (task.Issue, error) {
 	return i, nil
 }
 
-func getIssue(ctx context.Context, q querier, repo string, number int) (task.Issue, error) {
-	i, err := scanIssue(q.QueryRow(ctx, `SELECT `+issueColumns+` FROM issues WHERE repo = $1 AND number = $2`, repo, number))
+// Issue returns the cached issue (task.ErrNotFound: none).
+func (q *Queries) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
+	i, err := scanIssue(q.db.QueryRow(ctx, `SELECT `+issueColumns+` FROM issues WHERE repo = $1 AND number = $2`, repo, number))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, task.ErrNotFound)
 	}
@@ -47,7 +48,8 @@ func getIssue(ctx context.Context, q querier, repo string, number int) (task.Iss
 	return i, nil
 }
 
-func saveIssue(ctx context.Context, q querier, i task.Issue) error {
+// SaveIssue writes the whole cached issue (insert or replace).
+func (q *Queries) SaveIssue(ctx context.Context, i task.Issue) error {
 	labels, assignees := nonNil(i.Labels), nonNil(i.Assignees)
 	depends := i.DependsOn
 	if depends == nil {
@@ -57,7 +59,7 @@ func saveIssue(ctx context.Context, q querier, i task.Issue) error {
 	if state == "" {
 		state = "open"
 	}
-	_, err := q.Exec(ctx, `INSERT INTO issues (`+issueColumns+`)
+	_, err := q.db.Exec(ctx, `INSERT INTO issues (`+issueColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, now())
 		ON CONFLICT (repo, number) DO UPDATE SET is_pull = EXCLUDED.is_pull, title = EXCLUDED.title,
 			body = EXCLUDED.body, state = EXCLUDED.state, author = EXCLUDED.author,
@@ -76,22 +78,6 @@ func saveIssue(ctx context.Context, q querier, i task.Issue) error {
 	return nil
 }
 
-// Issue returns the cached issue (task.ErrNotFound: none).
-func (t *Tx) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
-	return getIssue(ctx, t.tx, repo, number)
-}
-
-// SaveIssue writes the whole cached issue (insert or replace).
-func (t *Tx) SaveIssue(ctx context.Context, i task.Issue) error { return saveIssue(ctx, t.tx, i) }
-
-// Issue returns the cached issue (task.ErrNotFound: none).
-func (s *Store) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
-	return getIssue(ctx, s.pool, repo, number)
-}
-
-// SaveIssue writes the whole cached issue (insert or replace).
-func (s *Store) SaveIssue(ctx context.Context, i task.Issue) error { return saveIssue(ctx, s.pool, i) }
-
 const prColumns = `repo, number, author, title, head_ref, head_sha, base_ref, state, merged,
 	merged_by, linked_issues, changes_requested_by, gitea_updated_at, closed_at`
 
@@ -108,8 +94,8 @@ func scanPR(row pgx.Row) (task.PullRequest, error) {
 	return p, nil
 }
 
-func getPR(ctx context.Context, q querier, what, where string, args ...any) (task.PullRequest, error) {
-	p, err := scanPR(q.QueryRow(ctx, `SELECT `+prColumns+` FROM pull_requests WHERE `+where, args...))
+func (q *Queries) pullRequestWhere(ctx context.Context, what, where string, args ...any) (task.PullRequest, error) {
+	p, err := scanPR(q.db.QueryRow(ctx, `SELECT `+prColumns+` FROM pull_requests WHERE `+where, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return task.PullRequest{}, fmt.Errorf("%s: %w", what, task.ErrNotFound)
 	}
@@ -119,25 +105,20 @@ func getPR(ctx context.Context, q querier, what, where string, args ...any) (tas
 	return p, nil
 }
 
-// PullRequest returns the cached pull request (task.ErrNotFound: none).
-func (t *Tx) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
-	return getPR(ctx, t.tx, fmt.Sprintf("pull request %s#%d", repo, number), `repo = $1 AND number = $2`, repo, number)
-}
-
 // OpenPullRequestByHead finds the open pull request whose head is sha
 // (task.ErrNotFound: none).
-func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (task.PullRequest, error) {
-	return getPR(ctx, t.tx, fmt.Sprintf("open pull request of %s@%s", repo, sha),
+func (q *Queries) OpenPullRequestByHead(ctx context.Context, repo, sha string) (task.PullRequest, error) {
+	return q.pullRequestWhere(ctx, fmt.Sprintf("open pull request of %s@%s", repo, sha),
 		`repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
 }
 
 // SavePullRequest writes the whole cached pull request.
-func (t *Tx) SavePullRequest(ctx context.Context, p task.PullRequest) error {
+func (q *Queries) SavePullRequest(ctx context.Context, p task.PullRequest) error {
 	state := p.State
 	if state == "" {
 		state = "open"
 	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO pull_requests (`+prColumns+`)
+	_, err := q.db.Exec(ctx, `INSERT INTO pull_requests (`+prColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (repo, number) DO UPDATE SET author = EXCLUDED.author, title = EXCLUDED.title,
 			head_ref = EXCLUDED.head_ref, head_sha = EXCLUDED.head_sha, base_ref = EXCLUDED.base_ref,
@@ -154,8 +135,8 @@ func (t *Tx) SavePullRequest(ctx context.Context, p task.PullRequest) error {
 
 // SaveUnmatchedStatus keeps a failing status whose commit is not a tracked
 // PR head yet.
-func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st task.CommitStatus) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO commit_statuses (repo, status_id, sha, context, state,
+func (q *Queries) SaveUnmatchedStatus(ctx context.Context, st task.CommitStatus) error {
+	_, err := q.db.Exec(ctx, `INSERT INTO commit_statuses (repo, status_id, sha, context, state,
 			target_url, description, sender) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (repo, status_id) DO NOTHING`,
 		st.Repo, st.ID, st.SHA, st.Context, st.State, st.TargetURL, st.Description, st.Sender)
@@ -166,8 +147,8 @@ func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st task.CommitStatus) erro
 }
 
 // TakeUnmatchedStatuses returns and marks matched the kept statuses of sha.
-func (t *Tx) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error) {
-	rows, err := t.tx.Query(ctx, `UPDATE commit_statuses SET matched_at = now()
+func (q *Queries) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error) {
+	rows, err := q.db.Query(ctx, `UPDATE commit_statuses SET matched_at = now()
 		WHERE repo = $1 AND sha = $2 AND matched_at IS NULL
 		RETURNING repo, status_id, sha, context, state, target_url, description, sender`, repo, sha)
 	if err != nil {
@@ -194,14 +175,14 @@ func nonNil(s []string) []string {
 }
 
 // PullRequest returns the cached pull request (task.ErrNotFound: none).
-func (s *Store) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
-	return getPR(ctx, s.pool, fmt.Sprintf("pull request %s#%d", repo, number), `repo = $1 AND number = $2`, repo, number)
+func (q *Queries) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
+	return q.pullRequestWhere(ctx, fmt.Sprintf("pull request %s#%d", repo, number), `repo = $1 AND number = $2`, repo, number)
 }
 
 // SetLatestReport records an [Action Report] seen on an issue, unless a
 // newer one is already known.
-func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body string, at time.Time) error {
-	_, err := t.tx.Exec(ctx, `UPDATE issues SET last_report = $3, last_report_at = $4
+func (q *Queries) SetLatestReport(ctx context.Context, repo string, number int, body string, at time.Time) error {
+	_, err := q.db.Exec(ctx, `UPDATE issues SET last_report = $3, last_report_at = $4
 		WHERE repo = $1 AND number = $2 AND (last_report_at IS NULL OR last_report_at <= $4)`,
 		repo, number, body, at)
 	if err != nil {
@@ -213,8 +194,8 @@ func (t *Tx) SetLatestReport(ctx context.Context, repo string, number int, body 
 // CachedReport returns the latest [Action Report] mozi knows on an issue
 // ("" if none), and whether that is all there is: the issue's comments
 // were read from Gitea, or a report was seen since.
-func (s *Store) CachedReport(ctx context.Context, repo string, number int) (report string, synced bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT last_report, comments_synced_at IS NOT NULL OR last_report <> ''
+func (q *Queries) CachedReport(ctx context.Context, repo string, number int) (report string, synced bool, err error) {
+	err = q.db.QueryRow(ctx, `SELECT last_report, comments_synced_at IS NOT NULL OR last_report <> ''
 		FROM issues WHERE repo = $1 AND number = $2`, repo, number).Scan(&report, &synced)
 	if err != nil && !isNoRows(err) {
 		return "", false, fmt.Errorf("read latest report of %s#%d: %w", repo, number, err)
@@ -224,8 +205,8 @@ func (s *Store) CachedReport(ctx context.Context, repo string, number int) (repo
 
 // CacheReport records the latest [Action Report] found in an issue's
 // comments as read from Gitea ("" if none; at is when it was posted).
-func (s *Store) CacheReport(ctx context.Context, repo string, number int, report string, at time.Time) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE issues SET last_report = $3,
+func (q *Queries) CacheReport(ctx context.Context, repo string, number int, report string, at time.Time) error {
+	if _, err := q.db.Exec(ctx, `UPDATE issues SET last_report = $3,
 			last_report_at = $4, comments_synced_at = now() WHERE repo = $1 AND number = $2`,
 		repo, number, report, nullTime(at)); err != nil {
 		return fmt.Errorf("cache latest report of %s#%d: %w", repo, number, err)
@@ -235,12 +216,12 @@ func (s *Store) CacheReport(ctx context.Context, repo string, number int, report
 
 // CachedBlockedBy returns the issues that Gitea's native dependencies
 // said block this one, and when that was read (zero: never).
-func (s *Store) CachedBlockedBy(ctx context.Context, repo string, number int) ([]int, time.Time, error) {
+func (q *Queries) CachedBlockedBy(ctx context.Context, repo string, number int) ([]int, time.Time, error) {
 	var (
 		blocked []int32
 		synced  *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `SELECT blocked_by, deps_synced_at FROM issues
+	err := q.db.QueryRow(ctx, `SELECT blocked_by, deps_synced_at FROM issues
 		WHERE repo = $1 AND number = $2`, repo, number).Scan(&blocked, &synced)
 	if err != nil && !isNoRows(err) {
 		return nil, time.Time{}, fmt.Errorf("read dependencies of %s#%d: %w", repo, number, err)
@@ -254,11 +235,11 @@ func (s *Store) CachedBlockedBy(ctx context.Context, repo string, number int) ([
 
 // CacheBlockedBy records the issues that Gitea's native dependencies say
 // block this one, as read now.
-func (s *Store) CacheBlockedBy(ctx context.Context, repo string, number int, blocked []int) error {
+func (q *Queries) CacheBlockedBy(ctx context.Context, repo string, number int, blocked []int) error {
 	if blocked == nil {
 		blocked = []int{}
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE issues SET blocked_by = $3, deps_synced_at = now()
+	if _, err := q.db.Exec(ctx, `UPDATE issues SET blocked_by = $3, deps_synced_at = now()
 		WHERE repo = $1 AND number = $2`, repo, number, blocked); err != nil {
 		return fmt.Errorf("cache dependencies of %s#%d: %w", repo, number, err)
 	}
@@ -266,8 +247,8 @@ func (s *Store) CacheBlockedBy(ctx context.Context, repo string, number int, blo
 }
 
 // SubIssues lists the cached sub-issues of a parent issue, by number.
-func (s *Store) SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
+func (q *Queries) SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+issueColumns+` FROM issues
 		WHERE repo = $1 AND parent_issue = $2 ORDER BY number`, repo, parent)
 	if err != nil {
 		return nil, fmt.Errorf("list sub-issues of %s#%d: %w", repo, parent, err)
@@ -286,8 +267,8 @@ func (s *Store) SubIssues(ctx context.Context, repo string, parent int) ([]task.
 
 // RefreshIssueCopy replaces a task's copy of its issue (body, updated_at,
 // title and labels) with a newer one.
-func (s *Store) RefreshIssueCopy(ctx context.Context, id int64, issue task.Issue) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
+func (q *Queries) RefreshIssueCopy(ctx context.Context, id int64, issue task.Issue) error {
+	if _, err := q.db.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
 			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
 		WHERE id = $1`, id, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
 		return fmt.Errorf("refresh task %d's copy of its issue: %w", id, err)

@@ -13,9 +13,9 @@ import (
 
 // AcquireLeadership takes or renews the named lease for holder. It returns
 // true while holder leads: the lease is free, expired, or already its own.
-func (s *Store) AcquireLeadership(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+func (q *Queries) AcquireLeadership(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	var got string
-	err := s.pool.QueryRow(ctx, `INSERT INTO leader_leases (name, holder, expires_at)
+	err := q.db.QueryRow(ctx, `INSERT INTO leader_leases (name, holder, expires_at)
 		VALUES ($1, $2, now() + $3::interval)
 		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
 			acquired_at = CASE WHEN leader_leases.holder = EXCLUDED.holder THEN leader_leases.acquired_at ELSE now() END
@@ -32,8 +32,8 @@ func (s *Store) AcquireLeadership(ctx context.Context, name, holder string, ttl 
 
 // ReleaseLeadership gives the lease up at shutdown, so another replica
 // takes over at once.
-func (s *Store) ReleaseLeadership(ctx context.Context, name, holder string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM leader_leases WHERE name = $1 AND holder = $2`, name, holder)
+func (q *Queries) ReleaseLeadership(ctx context.Context, name, holder string) error {
+	_, err := q.db.Exec(ctx, `DELETE FROM leader_leases WHERE name = $1 AND holder = $2`, name, holder)
 	if err != nil {
 		return fmt.Errorf("release leadership %s: %w", name, err)
 	}
@@ -42,9 +42,9 @@ func (s *Store) ReleaseLeadership(ctx context.Context, name, holder string) erro
 
 // Leader returns who holds the named lease unexpired (task.ErrNotFound:
 // nobody).
-func (s *Store) Leader(ctx context.Context, name string) (string, error) {
+func (q *Queries) Leader(ctx context.Context, name string) (string, error) {
 	var holder string
-	err := s.pool.QueryRow(ctx, `SELECT holder FROM leader_leases WHERE name = $1 AND expires_at > now()`, name).Scan(&holder)
+	err := q.db.QueryRow(ctx, `SELECT holder FROM leader_leases WHERE name = $1 AND expires_at > now()`, name).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("leader of %s: %w", name, task.ErrNotFound)
 	}

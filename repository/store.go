@@ -14,8 +14,10 @@ import (
 )
 
 // Store is mozi's PostgreSQL-backed execution state. It is safe for
-// concurrent use.
+// concurrent use. Its Queries run on the connection pool, each statement on
+// its own; InTx gives a Tx, whose Queries run in one transaction.
 type Store struct {
+	Queries
 	pool         *pgxpool.Pool
 	logger       *slog.Logger
 	onTransition func(ev task.Event, to task.Status, n int)
@@ -67,7 +69,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, logger: logger}, nil
+	s := &Store{pool: pool, logger: logger}
+	s.Queries = Queries{db: pool, observe: s.observe}
+	return s, nil
 }
 
 // redactedTarget names the server a config points at without its password.

@@ -70,20 +70,9 @@ const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_typ
 	issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before, lease_owner,
 	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds`
 
-// querier is what pgxpool.Pool and pgx.Tx have in common.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // CreateTask inserts a pending task. It returns ErrDuplicateTask when the
 // database refuses it as a second live task or a repeated dedupe key.
-func (s *Store) CreateTask(ctx context.Context, n NewTask) (task.Task, error) {
-	return createTask(ctx, s.pool, n)
-}
-
-func createTask(ctx context.Context, q querier, n NewTask) (task.Task, error) {
+func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) {
 	if err := n.validate(); err != nil {
 		return task.Task{}, fmt.Errorf("create task: %w", err)
 	}
@@ -102,7 +91,7 @@ func createTask(ctx context.Context, q querier, n NewTask) (task.Task, error) {
 	if depends == nil {
 		depends = []int{}
 	}
-	row := q.QueryRow(ctx, `
+	row := q.db.QueryRow(ctx, `
 		INSERT INTO task_state (repo, issue_number, pr_number, parent_issue, action_type,
 			business_type, agent, max_retries, priority, depends_on, daemon_meta,
 			issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before)
@@ -126,8 +115,8 @@ func createTask(ctx context.Context, q querier, n NewTask) (task.Task, error) {
 }
 
 // Task returns the local row of one task.
-func (s *Store) Task(ctx context.Context, id int64) (task.Task, error) {
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state WHERE id = $1`, id))
+func (q *Queries) Task(ctx context.Context, id int64) (task.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return task.Task{}, fmt.Errorf("task %d: %w", id, task.ErrNotFound)
 	}
@@ -148,12 +137,12 @@ type TaskFilter struct {
 }
 
 // ListTasks returns tasks matching the filter, newest first.
-func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]task.Task, error) {
+func (q *Queries) ListTasks(ctx context.Context, f TaskFilter) ([]task.Task, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR repo = $2)
 		  AND ($3 = 0 OR issue_number = $3) AND ($4 = '' OR agent = $4)
 		  AND ($5 = '' OR action_type = $5)
@@ -265,16 +254,12 @@ func derefTime(v *time.Time) time.Time {
 }
 
 // SetTaskMeta replaces a task's daemon_meta.
-func (s *Store) SetTaskMeta(ctx context.Context, id int64, m task.Meta) error {
-	return setTaskMeta(ctx, s.pool, id, m)
-}
-
-func setTaskMeta(ctx context.Context, q querier, id int64, m task.Meta) error {
+func (q *Queries) SetTaskMeta(ctx context.Context, id int64, m task.Meta) error {
 	meta, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode meta of task %d: %w", id, err)
 	}
-	tag, err := q.Exec(ctx, `UPDATE task_state SET daemon_meta = $2, updated_at = now() WHERE id = $1`, id, meta)
+	tag, err := q.db.Exec(ctx, `UPDATE task_state SET daemon_meta = $2, updated_at = now() WHERE id = $1`, id, meta)
 	if err != nil {
 		return fmt.Errorf("update meta of task %d: %w", id, err)
 	}

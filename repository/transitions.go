@@ -132,15 +132,15 @@ var transitionSQL = func() map[task.Event]string {
 
 // Apply moves task id through the state machine if its current status allows
 // the event. Not applying is not an error: Result.Applied says what happened.
-func (s *Store) Apply(ctx context.Context, id int64, ev task.Event, c Change) (Result, error) {
-	res, err := apply(ctx, s.pool, id, ev, c)
+func (q *Queries) Apply(ctx context.Context, id int64, ev task.Event, c Change) (Result, error) {
+	res, err := q.transition(ctx, id, ev, c)
 	if err == nil && res.Applied {
-		s.observe(ev, res.To, 1)
+		q.observe(ev, res.To, 1)
 	}
 	return res, err
 }
 
-func apply(ctx context.Context, q querier, id int64, ev task.Event, c Change) (Result, error) {
+func (q *Queries) transition(ctx context.Context, id int64, ev task.Event, c Change) (Result, error) {
 	tr, ok := ev.Transition()
 	if !ok {
 		return Result{}, fmt.Errorf("task %d: unknown event %q", id, ev)
@@ -157,7 +157,7 @@ func apply(ctx context.Context, q querier, id int64, ev task.Event, c Change) (R
 		prev    string
 		applied bool
 	)
-	err := q.QueryRow(ctx, transitionSQL[ev], args...).Scan(&prev, &applied)
+	err := q.db.QueryRow(ctx, transitionSQL[ev], args...).Scan(&prev, &applied)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Result{}, fmt.Errorf("%s task %d: %w", ev, id, task.ErrNotFound)

@@ -14,6 +14,7 @@ import (
 // Tx is a unit of work: every change made through it commits or rolls back
 // together. The webhook mapper applies one delivery's effects in one Tx.
 type Tx struct {
+	Queries
 	tx pgx.Tx
 	// applied transitions are reported to the store's observer after commit.
 	applied []appliedTransition
@@ -22,6 +23,15 @@ type Tx struct {
 type appliedTransition struct {
 	ev task.Event
 	to task.Status
+	n  int
+}
+
+func newTx(pgtx pgx.Tx) *Tx {
+	t := &Tx{tx: pgtx}
+	t.Queries = Queries{db: pgtx, observe: func(ev task.Event, to task.Status, n int) {
+		t.applied = append(t.applied, appliedTransition{ev, to, n})
+	}}
+	return t
 }
 
 // InTx runs fn in a transaction, committing when it returns nil.
@@ -31,7 +41,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	tx := &Tx{tx: pgtx}
+	tx := newTx(pgtx)
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -39,7 +49,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
 	for _, a := range tx.applied {
-		s.observe(a.ev, a.to, 1)
+		s.observe(a.ev, a.to, a.n)
 	}
 	return nil
 }
@@ -47,38 +57,16 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 // LockIssue serialises work on one issue across connections and replicas
 // until the transaction ends.
 func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {
-	_, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, repo, int64(number))
+	_, err := t.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, repo, int64(number))
 	if err != nil {
 		return fmt.Errorf("lock %s#%d: %w", repo, number, err)
 	}
 	return nil
 }
 
-// CreateTask inserts a pending task; created is false when a live task for
-// the same (repo, issue, action, agent) or the same dedupe key exists.
-func (t *Tx) CreateTask(ctx context.Context, n NewTask) (task.Task, bool, error) {
-	tk, err := createTask(ctx, t.tx, n)
-	if err == nil {
-		return tk, true, nil
-	}
-	if errors.Is(err, ErrDuplicateTask) {
-		return task.Task{}, false, nil
-	}
-	return task.Task{}, false, err
-}
-
-// Apply moves a task through the state machine (see Store.Apply).
-func (t *Tx) Apply(ctx context.Context, id int64, ev task.Event, c Change) (Result, error) {
-	res, err := apply(ctx, t.tx, id, ev, c)
-	if err == nil && res.Applied {
-		t.applied = append(t.applied, appliedTransition{ev, res.To})
-	}
-	return res, err
-}
-
 // LiveTasks returns the live tasks of an issue or pull request, oldest first.
-func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]task.Task, error) {
-	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+func (q *Queries) LiveTasks(ctx context.Context, repo string, number int) ([]task.Task, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
 		ORDER BY id`, repo, number)
 	if err != nil {
@@ -89,8 +77,8 @@ func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]task.Tas
 
 // LatestTask returns the newest task (live or not) of an agent on an issue
 // (task.ErrNotFound: the agent never had one there).
-func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (task.Task, error) {
-	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+func (q *Queries) LatestTask(ctx context.Context, repo string, number int, agent string) (task.Task, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND agent = $3 ORDER BY id DESC LIMIT 1`, repo, number, agent)
 	if err != nil {
 		return task.Task{}, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
@@ -141,7 +129,7 @@ func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (task.Task, 
 	}
 	if n.IssueNumber > 0 && g.BudgetPerHour > 0 {
 		var recent int
-		err := t.tx.QueryRow(ctx, `SELECT count(*) FROM task_state
+		err := t.db.QueryRow(ctx, `SELECT count(*) FROM task_state
 			WHERE repo = $1 AND issue_number = $2 AND created_at > now() - interval '1 hour'`,
 			n.Repo, n.IssueNumber).Scan(&recent)
 		if err != nil {
@@ -151,9 +139,12 @@ func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (task.Task, 
 			return task.Task{}, RefusedBudget, nil
 		}
 	}
-	tk, created, err := t.CreateTask(ctx, n)
-	if err != nil || !created {
-		return task.Task{}, RefusedDuplicate, err
+	tk, err := t.CreateTask(ctx, n)
+	if errors.Is(err, ErrDuplicateTask) {
+		return task.Task{}, RefusedDuplicate, nil
+	}
+	if err != nil {
+		return task.Task{}, "", err
 	}
 	return tk, "", nil
 }
@@ -192,7 +183,7 @@ type IssueFacts struct {
 }
 
 // RefreshLiveTasks copies an issue's current facts onto its live tasks.
-func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f IssueFacts) error {
+func (q *Queries) RefreshLiveTasks(ctx context.Context, repo string, number int, f IssueFacts) error {
 	depends := f.DependsOn
 	if depends == nil {
 		depends = []int{}
@@ -201,7 +192,7 @@ func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f Is
 	if labels == nil {
 		labels = []string{}
 	}
-	_, err := t.tx.Exec(ctx, `UPDATE task_state SET
+	_, err := q.db.Exec(ctx, `UPDATE task_state SET
 			business_type = CASE WHEN action_type = 'issue_assigned' THEN $3 ELSE business_type END,
 			priority = $4, parent_issue = $5, depends_on = $6, issue_body_cache = $7,
 			issue_updated_at = COALESCE($8, issue_updated_at),
@@ -216,16 +207,11 @@ func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f Is
 	return nil
 }
 
-// SetTaskMeta replaces a task's daemon_meta.
-func (t *Tx) SetTaskMeta(ctx context.Context, id int64, m task.Meta) error {
-	return setTaskMeta(ctx, t.tx, id, m)
-}
-
 // WakeDependents makes the held tasks that wait for issue number (its
 // Depends: lines, or Gitea's blocked-by) due now: its close may free them,
 // and they need not wait out their hold.
-func (t *Tx) WakeDependents(ctx context.Context, repo string, number int) error {
-	_, err := t.tx.Exec(ctx, `UPDATE task_state d SET not_before = now(), updated_at = now()
+func (q *Queries) WakeDependents(ctx context.Context, repo string, number int) error {
+	_, err := q.db.Exec(ctx, `UPDATE task_state d SET not_before = now(), updated_at = now()
 		WHERE d.status = 'pending' AND d.repo = $1 AND d.not_before > now()
 		  AND ($2 = ANY(d.depends_on) OR EXISTS (SELECT 1 FROM issues i
 		       WHERE i.repo = d.repo AND i.number = d.issue_number AND $2 = ANY(i.blocked_by)))`, repo, number)

@@ -45,7 +45,7 @@ type MapperConfig struct {
 	// Route decides the business type of issue_assigned tasks from labels.
 	Route   func(labels []string) task.BusinessType
 	Logger  *slog.Logger
-	Metrics *Metrics
+	Metrics *MapperMetrics
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -73,7 +73,7 @@ func (c *MapperConfig) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMetrics(nil)
+		c.Metrics = NewMapperMetrics(nil)
 	}
 	if c.Now == nil {
 		c.Now = time.Now

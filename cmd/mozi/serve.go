@@ -26,7 +26,7 @@ import (
 )
 
 // newMapper builds the event mapping rules from the configuration.
-func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *webhook.Metrics) (*webhook.Mapper, error) {
+func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *webhook.MapperMetrics) (*webhook.Mapper, error) {
 	deploy, err := regexp.Compile(cfg.Webhook.DeployContext)
 	if err != nil {
 		return nil, fmt.Errorf("webhook.deploy_context: %w", err)
@@ -118,7 +118,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)
-	mapper, err := newMapper(cfg, set, logger, metrics)
+	mapper, err := newMapper(cfg, set, logger, webhook.NewMapperMetrics(registry))
 	if err != nil {
 		return err
 	}

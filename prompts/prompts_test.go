@@ -24,8 +24,8 @@ import (
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
-	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden prompts")
@@ -45,8 +45,8 @@ func newWorld(t testing.TB) *world {
 	t.Helper()
 	store := pgtest.Store(t)
 	ctx := context.Background()
-	mapper := webhook.NewMapper(webhook.MapperConfig{BotUser: "mozi", TaskBudgetPerHour: 1000,
-		Route: templates.RouteBusinessType, Agents: webhook.NewAgents([]webhook.Agent{
+	mapper := rules.New(rules.Config{BotUser: "mozi", TaskBudgetPerHour: 1000,
+		Route: templates.RouteBusinessType, Agents: rules.NewAgents([]rules.Agent{
 			{Login: "coder1"}, {Login: "coder2"}, {Login: "infra1", Infra: true},
 			{Login: "reviewer1"}, {Login: "lead", Lead: true}})})
 	for _, f := range recording.MustLoad() {

@@ -24,6 +24,7 @@ import (
 	"github.com/moziplus/mozi/ticker"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -84,17 +85,17 @@ type world struct {
 	gitea     *fakeGitea
 }
 
-func newWorld(t *testing.T, opts ...func(*webhook.MapperConfig)) *world {
+func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	t.Helper()
 	store := pgtest.Store(t)
-	agents := webhook.NewAgents([]webhook.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
+	agents := rules.NewAgents([]rules.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
 		{Login: "lead", Lead: true}})
-	mcfg := webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
+	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
 		TaskBudgetPerHour: 1000}
 	for _, o := range opts {
 		o(&mcfg)
 	}
-	mapper := webhook.NewMapper(mcfg)
+	mapper := rules.New(mcfg)
 	intake, err := webhook.NewIntake(store, webhook.IntakeConfig{InsecureNoSignature: true})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -489,7 +490,7 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 // new agent runs there pause (other repositories go on), the issue gets
 // one comment saying so, and the breaker closes by itself.
 func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
-	w := newWorld(t, func(c *webhook.MapperConfig) {
+	w := newWorld(t, func(c *rules.Config) {
 		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: 2 * time.Second}
 	})
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 func fixture(t *testing.T, prefix string) recording.Fixture {
@@ -95,7 +96,7 @@ func TestLoopGuards(t *testing.T) {
 
 	t.Run("the per-issue hourly budget stops a mention storm", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) { mc.TaskBudgetPerHour = 3 })
+		b := setup(t, func(mc *rules.Config, _ *webhook.IntakeConfig) { mc.TaskBudgetPerHour = 3 })
 		for i := range 10 {
 			author, target := "lead", "coder1"
 			if i%2 == 1 {
@@ -118,7 +119,7 @@ func TestLoopGuards(t *testing.T) {
 
 	t.Run("a chain of agents mentioning agents stops at the hop limit", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) { mc.MaxMentionHops = 2 })
+		b := setup(t, func(mc *rules.Config, _ *webhook.IntakeConfig) { mc.MaxMentionHops = 2 })
 		chain := []struct{ author, target string }{
 			{"alice", "coder1"},  // a human starts the chain: hop 0
 			{"coder1", "coder2"}, // hop 1
@@ -189,7 +190,7 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 
 func TestIncompleteReportIsRecorded(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) {
+	b := setup(t, func(mc *rules.Config, _ *webhook.IntakeConfig) {
 		mc.ReportFields = func(task.ActionType, task.BusinessType) []string {
 			return []string{"Cause", "Fix", "CI"}
 		}

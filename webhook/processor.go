@@ -14,7 +14,7 @@ import (
 // ProcessorConfig configures the inbox processor.
 type ProcessorConfig struct {
 	// Workers process deliveries concurrently (default 2); work on one
-	// issue is serialised by the mapper's lock.
+	// issue is serialised by the rules' lock.
 	Workers int
 	// PollInterval is the safety-net poll when nobody wakes the processor
 	// (default 1s): retries come due, other replicas accept deliveries.
@@ -43,7 +43,7 @@ type Processor struct {
 }
 
 // NewProcessor builds a processor that applies each delivery with apply
-// (Mapper.Apply); zero config fields take defaults.
+// (rules.Mapper.Apply); zero config fields take defaults.
 func NewProcessor(store *repository.Store, apply repository.DeliveryFunc, cfg ProcessorConfig) *Processor {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2

@@ -22,38 +22,39 @@ import (
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 const secret = "s3cret-webhook"
 
-var agents = webhook.NewAgents([]webhook.Agent{
+var agents = rules.NewAgents([]rules.Agent{
 	{Login: "coder1"}, {Login: "coder2"}, {Login: "infra1", Infra: true},
 	{Login: "reviewer1"}, {Login: "lead", Lead: true},
 })
 
 type bundle struct {
-	mapper    *webhook.Mapper
+	mapper    *rules.Mapper
 	store     *repository.Store
 	intake    *webhook.Intake
 	processor *webhook.Processor
 	server    *httptest.Server
 }
 
-type option func(*webhook.MapperConfig, *webhook.IntakeConfig)
+type option func(*rules.Config, *webhook.IntakeConfig)
 
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
 	store := pgtest.Store(t)
-	mcfg := webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
+	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
 		TaskBudgetPerHour: 1000}
 	icfg := webhook.IntakeConfig{Secrets: []string{secret}}
 	for _, o := range opts {
 		o(&mcfg, &icfg)
 	}
-	b := &bundle{store: store, mapper: webhook.NewMapper(mcfg)}
-	b.processor = webhook.NewProcessor(store, webhook.NewMapper(mcfg).Apply, webhook.ProcessorConfig{
+	b := &bundle{store: store, mapper: rules.New(mcfg)}
+	b.processor = webhook.NewProcessor(store, rules.New(mcfg).Apply, webhook.ProcessorConfig{
 		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	intake, err := webhook.NewIntake(store, icfg)
 	require.NoError(t, err)
@@ -285,7 +286,7 @@ func TestRecordedSignatures(t *testing.T) {
 
 func TestSecretRotation(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *webhook.MapperConfig, ic *webhook.IntakeConfig) {
+	b := setup(t, func(_ *rules.Config, ic *webhook.IntakeConfig) {
 		ic.Secrets = []string{"new-secret", secret}
 	})
 	f := recording.MustLoad()[0]
@@ -296,7 +297,7 @@ func TestSecretRotation(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *webhook.MapperConfig, ic *webhook.IntakeConfig) { ic.MaxBodyBytes = 64 << 10 })
+	b := setup(t, func(_ *rules.Config, ic *webhook.IntakeConfig) { ic.MaxBodyBytes = 64 << 10 })
 	f := recording.MustLoad()[0]
 	send := func(body []byte, headers map[string]string) int {
 		req, err := http.NewRequest(http.MethodPost, b.server.URL+webhook.Path, strings.NewReader(string(body)))

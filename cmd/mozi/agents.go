@@ -8,16 +8,16 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/templates"
-	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // webhookAgents is the intake's view of the declared agents.
-func webhookAgents(cfg *config.Config) webhook.Agents {
-	list := make([]webhook.Agent, 0, len(cfg.Agents))
+func webhookAgents(cfg *config.Config) rules.Agents {
+	list := make([]rules.Agent, 0, len(cfg.Agents))
 	for _, a := range cfg.Agents {
-		list = append(list, webhook.Agent{Login: a.Login, Lead: a.Lead, Infra: a.Infra})
+		list = append(list, rules.Agent{Login: a.Login, Lead: a.Lead, Infra: a.Infra})
 	}
-	return webhook.NewAgents(list)
+	return rules.NewAgents(list)
 }
 
 // promptAgent is what prompts say about a declared agent.

@@ -23,10 +23,11 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // newMapper builds the event mapping rules from the configuration.
-func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *webhook.MapperMetrics) (*webhook.Mapper, error) {
+func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *rules.Metrics) (*rules.Mapper, error) {
 	deploy, err := regexp.Compile(cfg.Webhook.DeployContext)
 	if err != nil {
 		return nil, fmt.Errorf("webhook.deploy_context: %w", err)
@@ -35,7 +36,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 	if err != nil {
 		return nil, fmt.Errorf("webhook.infra_context: %w", err)
 	}
-	return webhook.NewMapper(webhook.MapperConfig{
+	return rules.New(rules.Config{
 		BotUser:           cfg.Gitea.BotUser,
 		Agents:            webhookAgents(cfg),
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
@@ -118,7 +119,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)
-	mapper, err := newMapper(cfg, set, logger, webhook.NewMapperMetrics(registry))
+	mapper, err := newMapper(cfg, set, logger, rules.NewMetrics(registry))
 	if err != nil {
 		return err
 	}

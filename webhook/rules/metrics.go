@@ -1,10 +1,10 @@
-package webhook
+package rules
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// MapperMetrics are the mapping rules' Prometheus collectors. Label values
+// Metrics are the mapping rules' Prometheus collectors. Label values
 // are bounded: action types and state machine events.
-type MapperMetrics struct {
+type Metrics struct {
 	tasksCreated      *prometheus.CounterVec
 	budgetHits        *prometheus.CounterVec
 	hopLimits         prometheus.Counter
@@ -13,10 +13,10 @@ type MapperMetrics struct {
 	incompleteReports *prometheus.CounterVec
 }
 
-// NewMapperMetrics creates the collectors and registers them with reg
+// NewMetrics creates the collectors and registers them with reg
 // (nil: not registered, for tests).
-func NewMapperMetrics(reg prometheus.Registerer) *MapperMetrics {
-	m := &MapperMetrics{
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_tasks_created_total",
 			Help: "Tasks created, by action type.",

@@ -1,4 +1,4 @@
-package webhook
+package rules
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// MapperConfig configures how events become tasks.
-type MapperConfig struct {
+// Config configures how events become tasks.
+type Config struct {
 	// BotUser is mozi's own Gitea login: its comments never make work.
 	BotUser string
 	Agents  Agents
@@ -45,12 +45,12 @@ type MapperConfig struct {
 	// Route decides the business type of issue_assigned tasks from labels.
 	Route   func(labels []string) task.BusinessType
 	Logger  *slog.Logger
-	Metrics *MapperMetrics
+	Metrics *Metrics
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
-func (c *MapperConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.TaskBudgetPerHour == 0 {
 		c.TaskBudgetPerHour = 30
 	}
@@ -73,7 +73,7 @@ func (c *MapperConfig) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Metrics == nil {
-		c.Metrics = NewMapperMetrics(nil)
+		c.Metrics = NewMetrics(nil)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -85,11 +85,11 @@ func (c *MapperConfig) setDefaults() {
 
 // Mapper turns a stored delivery into task_state changes (SPEC §4).
 type Mapper struct {
-	cfg MapperConfig
+	cfg Config
 }
 
-// NewMapper builds a mapper; zero config fields take their defaults.
-func NewMapper(cfg MapperConfig) *Mapper {
+// New builds a mapper; zero config fields take their defaults.
+func New(cfg Config) *Mapper {
 	cfg.setDefaults()
 	return &Mapper{cfg: cfg}
 }

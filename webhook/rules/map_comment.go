@@ -10,7 +10,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/webhook/conventions"
+	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
 // onComment handles issue and pull request comments: an [Action Report]

@@ -10,7 +10,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/webhook/conventions"
+	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
 // onIssue handles issues events: opened, edited, label_updated, assigned,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/webhook/conventions"
+	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
 // syncPullRequest folds the event's pull request into what mozi knows and

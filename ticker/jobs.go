@@ -77,7 +77,7 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 		if err != nil {
 			return false, err
 		}
-		if pr.State != "closed" {
+		if pr.State != task.StateClosed {
 			return false, nil
 		}
 		body, err := payload.PullClosedBody(pr)
@@ -85,7 +85,7 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 			return false, err
 		}
 		return t.inject(ctx, fmt.Sprintf("reconcile:%s#%d:closed:%d", ref.Repo, ref.Number, pr.UpdatedAt.Unix()),
-			"pull_request", "closed", ref.Repo, body)
+			"pull_request", payload.ActionClosed, ref.Repo, body)
 	}
 	issue, err := t.gitea.FetchIssue(ctx, ref.Repo, ref.Number)
 	if err != nil {
@@ -99,12 +99,12 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 	if known && !issue.UpdatedAt.After(cached.UpdatedAt) {
 		return false, nil
 	}
-	action := "edited"
+	action := payload.ActionEdited
 	switch {
 	case issue.Closed() && (!known || !cached.Closed()):
-		action = "closed"
+		action = payload.ActionClosed
 	case !issue.Closed() && known && cached.Closed():
-		action = "reopened"
+		action = payload.ActionReopened
 	}
 	body, err := payload.IssueEventBody(action, issue)
 	if err != nil {

@@ -9,17 +9,16 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
-// onComment handles issue and pull request comments: an [Action Report]
-// finishes its author's report-finished tasks; @mentions of registered
-// agents become mention tasks; anything else is discussion.
+// onComment handles issue and pull request comments, created or edited:
+// an [Action Report] finishes its author's report-finished tasks;
+// @mentions of registered agents become mention tasks; anything else is
+// discussion.
 func (e *eventCtx) onComment(ctx context.Context) error {
-	if e.ev.Action != "created" && e.ev.Action != "edited" {
-		return nil
-	}
 	c, number := e.ev.Comment, e.ev.Issue.Number
 	if err := e.lock(ctx, number); err != nil {
 		return err
@@ -38,7 +37,7 @@ func (e *eventCtx) onComment(ctx context.Context) error {
 // repository until it calms down.
 func (e *eventCtx) countAgentComment(ctx context.Context, number int) error {
 	c := e.ev.Comment
-	if _, isAgent := e.agent(c.Author); !isAgent || e.ev.Action != "created" {
+	if _, isAgent := e.agent(c.Author); !isAgent || e.ev.Action != payload.ActionCreated {
 		return nil
 	}
 	b, tripped, err := e.tx.RecordAgentComment(ctx, e.ev.Repo, number, c.Author, c.ID, e.m.cfg.Breaker)

@@ -13,21 +13,32 @@ import (
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
-// onIssue handles issues events: opened, edited, label_updated, assigned,
-// unassigned, closed, reopened. Payloads are ordered by the issue's
-// updated_at, so a late, older payload cannot undo a newer state.
-func (e *eventCtx) onIssue(ctx context.Context) error {
+// issueSync is what enterIssue found: mozi's copy before the event (known,
+// if it existed) and after it (next), and how the payload's updated_at
+// compares with the known one's (order).
+type issueSync struct {
+	known, next task.Issue
+	exists      bool
+	order       int
+}
+
+// enterIssue folds an issues event into mozi's copy of the issue and its
+// live tasks, whatever the action. Payloads are ordered by the issue's
+// updated_at, so a late, older payload cannot undo a newer state. Events
+// about the issue side of a pull request end here: the pull_request events
+// describe pull requests.
+func (e *eventCtx) enterIssue(ctx context.Context) (bool, error) {
 	pi := e.ev.Issue
 	if pi.IsPull {
-		return nil // the pull_request events describe pull requests
+		return false, nil
 	}
 	if err := e.lock(ctx, pi.Number); err != nil {
-		return err
+		return false, err
 	}
 	known, err := e.tx.Issue(ctx, e.ev.Repo, pi.Number)
 	exists := err == nil
 	if err != nil && !errors.Is(err, task.ErrNotFound) {
-		return err
+		return false, err
 	}
 	order := 1
 	if exists {
@@ -36,25 +47,33 @@ func (e *eventCtx) onIssue(ctx context.Context) error {
 	next := mergeIssue(known, exists, e.ev, order)
 	e.scheduleDiscussion(&next, !exists)
 	if err := e.tx.SaveIssue(ctx, next); err != nil {
-		return err
+		return false, err
 	}
 	if order >= 0 && exists {
 		if err := e.refreshTasks(ctx, next); err != nil {
-			return err
+			return false, err
 		}
 	}
+	e.issue = issueSync{known: known, next: next, exists: exists, order: order}
+	return true, nil
+}
 
-	switch e.ev.Action {
-	case "closed":
-		return e.onIssueClosed(ctx, next, order)
-	case "reopened":
-		if order > 0 {
-			return e.assignAll(ctx, next, next.Assignees)
-		}
-		return nil
+// onIssueReopened gives the assignees their work again, unless a newer
+// state is known.
+func (e *eventCtx) onIssueReopened(ctx context.Context) error {
+	if e.issue.order > 0 {
+		return e.assignAll(ctx, e.issue.next, e.issue.next.Assignees)
 	}
+	return nil
+}
+
+// onAssigneesChanged (opened, edited, assigned, unassigned, labels…) gives
+// each new assignee that is an agent an issue_assigned task and cancels
+// the task of each agent no longer assigned.
+func (e *eventCtx) onAssigneesChanged(ctx context.Context) error {
+	known, next := e.issue.known, e.issue.next
 	added, removed := diff(known.Assignees, next.Assignees)
-	if !exists {
+	if !e.issue.exists {
 		added = next.Assignees
 	}
 	if err := e.assignAll(ctx, next, added); err != nil {
@@ -65,7 +84,7 @@ func (e *eventCtx) onIssue(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if err := e.finishWhere(ctx, e.ev.Repo, pi.Number, task.EventCancel,
+		if err := e.finishWhere(ctx, e.ev.Repo, next.Number, task.EventCancel,
 			repository.Change{Error: "unassigned from the issue"},
 			func(t task.Task) bool {
 				return t.ActionType == task.ActionIssueAssigned && strings.EqualFold(t.Agent, ag.Login)
@@ -98,20 +117,20 @@ func mergeIssue(known task.Issue, exists bool, ev payload.Event, order int) task
 		next.Labels, next.Assignees = pi.Labels, pi.Assignees
 		next.UpdatedAt = pi.UpdatedAt
 		next.ClosedAt = pi.ClosedAt
-		if pi.State == "closed" && ev.Action == "closed" {
+		if pi.State == task.StateClosed && ev.Action == payload.ActionClosed {
 			next.ClosedBy = ev.Sender
 		}
-		if pi.State == "closed" && next.ClosedAt.IsZero() {
+		if pi.State == task.StateClosed && next.ClosedAt.IsZero() {
 			next.ClosedAt = pi.UpdatedAt
 		}
-		if pi.State == "open" {
+		if pi.State == task.StateOpen {
 			next.ClosedAt, next.ClosedBy = time.Time{}, ""
 		}
 	case order == 0:
 		switch ev.Action {
-		case "assigned":
+		case payload.ActionAssigned:
 			next.Assignees = union(known.Assignees, pi.Assignees)
-		case "unassigned":
+		case payload.ActionUnassigned:
 			next.Assignees = intersect(known.Assignees, pi.Assignees)
 		}
 	}
@@ -139,7 +158,7 @@ func (e *eventCtx) scheduleDiscussion(i *task.Issue, firstSight bool) {
 		}
 		return
 	}
-	if i.DiscussionDueAt.IsZero() && (firstSight || e.ev.Action == "opened") {
+	if i.DiscussionDueAt.IsZero() && (firstSight || e.ev.Action == payload.ActionOpened) {
 		from := i.CreatedAt
 		if from.IsZero() {
 			from = now
@@ -191,9 +210,11 @@ func (e *eventCtx) issueTask(i task.Issue, action task.ActionType, agent string)
 	return n
 }
 
-// onIssueClosed finishes the issue's work and notifies its creator.
-func (e *eventCtx) onIssueClosed(ctx context.Context, i task.Issue, order int) error {
-	if order >= 0 && i.Closed() {
+// onIssueClosed finishes the issue's work, wakes the tasks that waited
+// for it, and notifies its creator.
+func (e *eventCtx) onIssueClosed(ctx context.Context) error {
+	i := e.issue.next
+	if e.issue.order >= 0 && i.Closed() {
 		if err := e.finishWhere(ctx, i.Repo, i.Number, task.EventComplete, repository.Change{},
 			func(t task.Task) bool { return !t.ActionType.Notification() }); err != nil {
 			return err

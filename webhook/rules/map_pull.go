@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
@@ -34,7 +35,7 @@ func (e *eventCtx) syncPullRequest(ctx context.Context) (task.PullRequest, bool,
 		next.Title, next.HeadRef, next.HeadSHA, next.BaseRef = pp.Title, pp.HeadRef, pp.HeadSHA, pp.BaseRef
 		next.State, next.Merged, next.MergedBy = pp.State, pp.Merged, pp.MergedBy
 		next.UpdatedAt, next.ClosedAt = pp.UpdatedAt, pp.ClosedAt
-		if next.State == "closed" && next.ClosedAt.IsZero() {
+		if next.State == task.StateClosed && next.ClosedAt.IsZero() {
 			next.ClosedAt = pp.UpdatedAt
 		}
 		var links []string
@@ -51,52 +52,61 @@ func (e *eventCtx) syncPullRequest(ctx context.Context) (task.PullRequest, bool,
 }
 
 // enterPullRequest locks the event's pull request, folds the payload into
-// what mozi knows, and moves newly linked issues' tasks to review.
-func (e *eventCtx) enterPullRequest(ctx context.Context) (task.PullRequest, bool, error) {
+// what mozi knows, and moves newly linked issues' tasks to review, whatever
+// the action (pull_request and review events).
+func (e *eventCtx) enterPullRequest(ctx context.Context) (bool, error) {
 	if err := e.lock(ctx, e.ev.PullRequest.Number); err != nil {
-		return task.PullRequest{}, false, err
+		return false, err
 	}
 	pr, current, newLinks, err := e.syncPullRequest(ctx)
 	if err != nil {
-		return task.PullRequest{}, false, err
+		return false, err
 	}
-	if pr.State == "open" {
+	if pr.State == task.StateOpen {
 		if err := e.linkIssues(ctx, pr, newLinks); err != nil {
-			return task.PullRequest{}, false, err
+			return false, err
 		}
 	}
-	return pr, current, nil
+	e.pr, e.current = pr, current
+	return true, nil
 }
 
-// onPullRequest handles pull_request events.
-func (e *eventCtx) onPullRequest(ctx context.Context) error {
-	pr, current, err := e.enterPullRequest(ctx)
-	if err != nil {
+// onPullOpened (opened, reopened) turns failures that arrived before the
+// pull request named its head commit into ci_failure tasks.
+func (e *eventCtx) onPullOpened(ctx context.Context) error {
+	if e.current && e.pr.State == task.StateOpen {
+		return e.matchKeptStatuses(ctx, e.pr)
+	}
+	return nil
+}
+
+// onPullPushed (synchronized): the author pushed, which answers a
+// "changes requested" review; then as onPullOpened for the new head.
+func (e *eventCtx) onPullPushed(ctx context.Context) error {
+	if err := e.onPushToPR(ctx, e.pr); err != nil {
 		return err
 	}
-	switch e.ev.Action {
-	case "opened", "reopened", "synchronized":
-		if e.ev.Action == "synchronized" {
-			if err := e.onPushToPR(ctx, pr); err != nil {
-				return err
-			}
-		}
-		if current && pr.State == "open" {
-			return e.matchKeptStatuses(ctx, pr)
-		}
-	case "review_requested":
-		return e.onReviewRequested(ctx, pr)
-	case "review_request_removed":
-		if ag, ok := e.agent(e.ev.RequestedReviewer); ok {
-			return e.finishWhere(ctx, pr.Repo, pr.Number, task.EventCancel,
-				repository.Change{Error: "review request removed"}, func(t task.Task) bool {
-					return t.ActionType == task.ActionReviewRequest && strings.EqualFold(t.Agent, ag.Login)
-				})
-		}
-	case "closed":
-		if current {
-			return e.onPullRequestClosed(ctx, pr)
-		}
+	return e.onPullOpened(ctx)
+}
+
+// onReviewRequestRemoved cancels the review_request task of the reviewer
+// no longer asked.
+func (e *eventCtx) onReviewRequestRemoved(ctx context.Context) error {
+	ag, ok := e.agent(e.ev.RequestedReviewer)
+	if !ok {
+		return nil
+	}
+	return e.finishWhere(ctx, e.pr.Repo, e.pr.Number, task.EventCancel,
+		repository.Change{Error: "review request removed"}, func(t task.Task) bool {
+			return t.ActionType == task.ActionReviewRequest && strings.EqualFold(t.Agent, ag.Login)
+		})
+}
+
+// onPullClosed applies a close (merged or not) unless a newer state of the
+// pull request is known.
+func (e *eventCtx) onPullClosed(ctx context.Context) error {
+	if e.current {
+		return e.onPullRequestClosed(ctx, e.pr)
 	}
 	return nil
 }
@@ -129,7 +139,7 @@ func (e *eventCtx) linkIssues(ctx context.Context, pr task.PullRequest, refs []s
 func (e *eventCtx) onPushToPR(ctx context.Context, pr task.PullRequest) error {
 	if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventComplete, repository.Change{},
 		func(t task.Task) bool {
-			return t.ActionType == task.ActionReviewResult && t.Meta.ReviewState == "rejected" &&
+			return t.ActionType == task.ActionReviewResult && t.Meta.ReviewState == payload.VerdictRejected &&
 				strings.EqualFold(t.Agent, pr.Author)
 		}); err != nil {
 		return err
@@ -148,7 +158,10 @@ func (e *eventCtx) onPushToPR(ctx context.Context, pr task.PullRequest) error {
 	return nil
 }
 
-func (e *eventCtx) onReviewRequested(ctx context.Context, pr task.PullRequest) error {
+// onReviewRequested gives the requested reviewer, when an agent other
+// than the author, a review_request task.
+func (e *eventCtx) onReviewRequested(ctx context.Context) error {
+	pr := e.pr
 	ag, ok := e.agent(e.ev.RequestedReviewer)
 	if !ok || strings.EqualFold(ag.Login, pr.Author) {
 		return nil
@@ -261,11 +274,7 @@ func (e *eventCtx) prTask(ctx context.Context, pr task.PullRequest, action task.
 // onReview handles a submitted review: it answers the reviewer's request,
 // and the verdict gives the PR author work.
 func (e *eventCtx) onReview(ctx context.Context) error {
-	pp := e.ev.PullRequest
-	pr, _, err := e.enterPullRequest(ctx)
-	if err != nil {
-		return err
-	}
+	pp, pr := e.ev.PullRequest, e.pr
 	reviewer, verdict := e.ev.Sender, e.ev.Review.Verdict
 	if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventComplete, repository.Change{},
 		func(t task.Task) bool {
@@ -274,10 +283,10 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 		}); err != nil {
 		return err
 	}
-	if verdict != "comment" {
+	if verdict != payload.VerdictComment {
 		before := slices.Clone(pr.ChangesRequestedBy)
 		pr.ChangesRequestedBy = slices.DeleteFunc(pr.ChangesRequestedBy, func(s string) bool { return strings.EqualFold(s, reviewer) })
-		if verdict == "rejected" {
+		if verdict == payload.VerdictRejected {
 			pr.ChangesRequestedBy = append(pr.ChangesRequestedBy, reviewer)
 		}
 		if !slices.Equal(before, pr.ChangesRequestedBy) {
@@ -293,9 +302,9 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 			return nil
 		}
 		switch verdict {
-		case "rejected":
+		case payload.VerdictRejected:
 			return e.apply(ctx, t, task.EventRequestChanges, repository.Change{})
-		case "approved":
+		case payload.VerdictApproved:
 			if t.Status == task.StatusWorking && t.PRNumber == pr.Number {
 				return e.apply(ctx, t, task.EventOpenReview, repository.Change{PRNumber: pr.Number})
 			}
@@ -309,7 +318,7 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 		return nil
 	}
 	action := task.ActionReviewResult
-	if verdict == "comment" {
+	if verdict == payload.VerdictComment {
 		action = task.ActionReviewComment
 	}
 	n := e.prTask(ctx, pr, action, ag.Login)

@@ -122,19 +122,7 @@ func (m *Mapper) Apply(ctx context.Context, tx *repository.Tx, d repository.Deli
 		e.log.Debug("event caused by mozi itself: no effect")
 		return repository.DeliveryResult{Outcome: repository.OutcomeIgnored, SemanticKey: key}, nil
 	}
-	switch kind {
-	case payload.KindIssue:
-		err = e.onIssue(ctx)
-	case payload.KindIssueComment:
-		err = e.onComment(ctx)
-	case payload.KindPullRequest:
-		err = e.onPullRequest(ctx)
-	case payload.KindReview:
-		err = e.onReview(ctx)
-	case payload.KindStatus, payload.KindWorkflowRun:
-		err = e.onStatus(ctx)
-	}
-	if err != nil {
+	if err := e.follow(ctx, table[kind]); err != nil {
 		return repository.DeliveryResult{}, err
 	}
 	return repository.DeliveryResult{Outcome: repository.OutcomeProcessed, SemanticKey: key}, nil
@@ -157,6 +145,11 @@ type eventCtx struct {
 	ev       payload.Event
 	delivery repository.Delivery
 	log      *slog.Logger
+
+	// What the kind's enter step found, for the action's rule.
+	issue   issueSync        // issues
+	pr      task.PullRequest // pull_request, review: mozi's copy, updated
+	current bool             // the pull request payload is not older than mozi's copy
 }
 
 func (e *eventCtx) agent(login string) (Agent, bool) { return e.m.cfg.Agents.Lookup(login) }

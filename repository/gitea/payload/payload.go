@@ -1,8 +1,10 @@
 // Package payload parses Gitea webhook deliveries, in one place: the
-// headers (Gitea, Gogs and GitHub spellings), the event kinds mozi acts on,
-// and the payload bodies, normalised into small structs. It also derives a
-// delivery's semantic key: the identity of the event itself, shared by a
-// replay or a second hook delivering the same event.
+// headers (Gitea, Gogs and GitHub spellings), the event kinds and actions
+// mozi acts on, and the payload bodies, normalised into repository/task's
+// shapes. It also derives a delivery's semantic key: the identity of the
+// event itself, shared by a replay or a second hook delivering the same
+// event; and it synthesizes the bodies of deliveries Gitea would have sent
+// (for the ticker, after lost webhooks).
 package payload
 
 import (
@@ -164,7 +166,8 @@ func jsonProblem(err error) string {
 
 // Review is a submitted pull request review.
 type Review struct {
-	// Verdict is approved, rejected (changes requested) or comment.
+	// Verdict is VerdictApproved, VerdictRejected (changes requested) or
+	// VerdictComment.
 	Verdict string
 	Body    string
 }
@@ -264,11 +267,11 @@ func verdict(reviewType string) string {
 	t := strings.ToLower(reviewType)
 	switch {
 	case strings.HasSuffix(t, "approved"):
-		return "approved"
+		return VerdictApproved
 	case strings.HasSuffix(t, "rejected"), strings.Contains(t, "request_changes"):
-		return "rejected"
+		return VerdictRejected
 	}
-	return "comment"
+	return VerdictComment
 }
 
 // SemanticKey identifies the event a delivery carries, not the delivery:

@@ -59,8 +59,8 @@ func IssueEventBody(action string, i task.Issue) ([]byte, error) {
 // PullClosedBody is a "pull_request closed" delivery body.
 func PullClosedBody(p task.PullRequest) ([]byte, error) {
 	return json.Marshal(map[string]any{
-		"action": "closed", "number": p.Number,
-		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": "closed",
+		"action": ActionClosed, "number": p.Number,
+		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": task.StateClosed,
 			"user": user(p.Author), "head": map[string]string{"ref": p.HeadRef, "sha": p.HeadSHA},
 			"base": map[string]string{"ref": p.BaseRef}, "merged": p.Merged, "merged_by": user(p.MergedBy),
 			"updated_at": stampPtr(p.UpdatedAt), "closed_at": stampPtr(p.ClosedAt)},

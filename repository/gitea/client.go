@@ -16,7 +16,7 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// GiteaConfig configures mozi's Gitea API access.
+// Config configures mozi's Gitea API access.
 type Config struct {
 	URL   string
 	Token string
@@ -34,7 +34,7 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
-// Gitea is mozi's client of the Gitea API: one long-lived HTTP client with
+// Client is mozi's client of the Gitea API: one long-lived HTTP client with
 // its connection pool, rate limit, retries and metrics. The SDK keeps one
 // context per client, so each call gets a thin SDK client carrying the
 // call's context over the shared HTTP client; the SDK's version probe is
@@ -45,7 +45,7 @@ type Client struct {
 	http  *http.Client
 }
 
-// NewGitea builds the client. It makes no request.
+// New builds the client. It makes no request.
 func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("gitea: no URL configured (gitea.url or MOZI_GITEA_URL)")

@@ -20,7 +20,7 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// giteaTransport is the http.RoundTripper behind every Gitea API call: a
+// transport is the http.RoundTripper behind every Gitea API call: a
 // client-side rate limit, a timeout per attempt, retries with backoff and
 // jitter on timeouts, 5xx and 429 (honouring Retry-After), metrics per
 // endpoint and status, and one log line per outage rather than per request.

@@ -52,23 +52,40 @@ type Agent struct {
 	Enabled        bool
 }
 
+// Defaults of Config.
+const (
+	DefaultMaxConcurrency       = 4
+	DefaultLeaseTTL             = time.Minute
+	DefaultPollInterval         = 5 * time.Second
+	DefaultSpawnsPerIssuePerDay = 20
+	DefaultSpawnsPerAgentPerDay = 200
+	DefaultMaxHops              = 4
+	DefaultHoldBase             = 15 * time.Second
+	DefaultHoldMax              = 10 * time.Minute
+	DefaultGuardTimeout         = 30 * time.Second
+)
+
 // Config configures the dispatcher; zero fields take defaults.
 type Config struct {
 	// Owner names this runner (lease holder).
 	Owner string
-	// MaxConcurrency caps agent processes this mozi runs at once (default 4).
+	// MaxConcurrency caps agent processes this mozi runs at once (default
+	// DefaultMaxConcurrency, 4).
 	MaxConcurrency int
 	Agents         []Agent
-	// LeaseTTL of a claim (default 60s).
+	// LeaseTTL of a claim (default DefaultLeaseTTL, 60s).
 	LeaseTTL time.Duration
-	// PollInterval is the safety net when no wake-up comes (default 5s).
+	// PollInterval is the safety net when no wake-up comes (default
+	// DefaultPollInterval, 5s).
 	PollInterval time.Duration
 	// SpawnsPerIssuePerDay and SpawnsPerAgentPerDay are spawn budgets over
-	// 24 hours (defaults 20 and 200); a task over budget waits an hour.
+	// 24 hours (defaults DefaultSpawnsPerIssuePerDay and
+	// DefaultSpawnsPerAgentPerDay, 20 and 200); a task over budget waits an
+	// hour.
 	SpawnsPerIssuePerDay int
 	SpawnsPerAgentPerDay int
 	// MaxHops fails mention tasks deeper in an agent-to-agent chain
-	// (default 4).
+	// (default DefaultMaxHops, 4).
 	MaxHops int
 	// MaxDispatches fails a task dispatched this often without finishing,
 	// rescues included, holds not (default: its max_retries + 5).
@@ -76,11 +93,12 @@ type Config struct {
 	// HoldBase and HoldMax shape the wait of a task held for a reason
 	// outside it (Gitea unreachable: HoldBase, doubling per consecutive
 	// hold; a dependency still open: 4×HoldBase, doubling), capped at
-	// HoldMax (defaults 15s and 10m).
+	// HoldMax (defaults DefaultHoldBase and DefaultHoldMax, 15s and 10m).
 	HoldBase time.Duration
 	HoldMax  time.Duration
 	// GuardTimeout bounds the guardrail checks that ask Gitea (default
-	// 30s): a slow Gitea holds the task instead of the worker.
+	// DefaultGuardTimeout, 30s): a slow Gitea holds the task instead of
+	// the worker.
 	GuardTimeout time.Duration
 	Logger       *slog.Logger
 	Metrics      *Metrics
@@ -103,31 +121,31 @@ type Dispatcher struct {
 // New builds a dispatcher; issues may be nil (no dependency guardrail).
 func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatcher {
 	if cfg.MaxConcurrency <= 0 {
-		cfg.MaxConcurrency = 4
+		cfg.MaxConcurrency = DefaultMaxConcurrency
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = time.Minute
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 5 * time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.SpawnsPerIssuePerDay <= 0 {
-		cfg.SpawnsPerIssuePerDay = 20
+		cfg.SpawnsPerIssuePerDay = DefaultSpawnsPerIssuePerDay
 	}
 	if cfg.SpawnsPerAgentPerDay <= 0 {
-		cfg.SpawnsPerAgentPerDay = 200
+		cfg.SpawnsPerAgentPerDay = DefaultSpawnsPerAgentPerDay
 	}
 	if cfg.MaxHops <= 0 {
-		cfg.MaxHops = 4
+		cfg.MaxHops = DefaultMaxHops
 	}
 	if cfg.HoldBase <= 0 {
-		cfg.HoldBase = 15 * time.Second
+		cfg.HoldBase = DefaultHoldBase
 	}
 	if cfg.HoldMax <= 0 {
-		cfg.HoldMax = 10 * time.Minute
+		cfg.HoldMax = DefaultHoldMax
 	}
 	if cfg.GuardTimeout <= 0 {
-		cfg.GuardTimeout = 30 * time.Second
+		cfg.GuardTimeout = DefaultGuardTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -211,10 +211,14 @@ type DeliveryResult struct {
 // DeliveryFunc applies one delivery's effects inside tx.
 type DeliveryFunc func(ctx context.Context, tx *Tx, d Delivery) (DeliveryResult, error)
 
+// DefaultMaxDeliveryAttempts is how often a delivery may fail before it
+// is parked.
+const DefaultMaxDeliveryAttempts = 8
+
 // RetryPolicy says when a failed delivery is tried again, and when it is
 // parked instead.
 type RetryPolicy struct {
-	MaxAttempts int                             // parked after this many failures (default 8)
+	MaxAttempts int                             // parked after this many failures (default DefaultMaxDeliveryAttempts)
 	Backoff     func(attempt int) time.Duration // delay after the attempt-th failure
 }
 
@@ -286,7 +290,7 @@ func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn 
 func recordDeliveryFailure(ctx context.Context, tx *Tx, d Delivery, policy RetryPolicy, cause error) error {
 	maxAttempts := policy.MaxAttempts
 	if maxAttempts <= 0 {
-		maxAttempts = 8
+		maxAttempts = DefaultMaxDeliveryAttempts
 	}
 	attempt := d.Attempts + 1
 	outcome := ""

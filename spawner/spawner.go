@@ -48,6 +48,14 @@ type Workspaces interface {
 	Done(taskID int64)
 }
 
+// Defaults of Config.
+const (
+	DefaultRetryBase = 30 * time.Second
+	DefaultRetryMax  = 30 * time.Minute
+	DefaultHoldBase  = 15 * time.Second
+	DefaultHoldMax   = 10 * time.Minute
+)
+
 // Config configures the spawner.
 type Config struct {
 	// Owner names this runner: the lease holder of the tasks it runs.
@@ -59,8 +67,9 @@ type Config struct {
 	StateDir string
 	GiteaURL string
 	// RetryBase and RetryMax shape the backoff between attempts (defaults
-	// 30s and 30m); HoldBase and HoldMax the wait of a task that cannot
-	// start yet for a reason outside it (defaults 15s and 10m).
+	// DefaultRetryBase and DefaultRetryMax, 30s and 30m); HoldBase and
+	// HoldMax the wait of a task that cannot start yet for a reason
+	// outside it (defaults DefaultHoldBase and DefaultHoldMax, 15s and 10m).
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	HoldBase  time.Duration
@@ -106,16 +115,16 @@ type Spawner struct {
 // New builds a spawner.
 func New(cfg Config, store Store, runner Runner, prompter Prompter) *Spawner {
 	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = 30 * time.Second
+		cfg.RetryBase = DefaultRetryBase
 	}
 	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = 30 * time.Minute
+		cfg.RetryMax = DefaultRetryMax
 	}
 	if cfg.HoldBase <= 0 {
-		cfg.HoldBase = 15 * time.Second
+		cfg.HoldBase = DefaultHoldBase
 	}
 	if cfg.HoldMax <= 0 {
-		cfg.HoldMax = 10 * time.Minute
+		cfg.HoldMax = DefaultHoldMax
 	}
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv

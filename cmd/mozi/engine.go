@@ -116,11 +116,10 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	}
 	en.ticker = ticker.New(ticker.Config{
 		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg),
-		LeaderTTL: cfg.Ticker.LeaderTTL, RescueEvery: cfg.Ticker.SweepEvery, MentionsEvery: cfg.Ticker.SweepEvery,
-		RoundsEvery: cfg.Ticker.SweepEvery, DiscussEvery: cfg.Ticker.SweepEvery, OrphansEvery: cfg.Ticker.SweepEvery,
+		LeaderTTL: cfg.Ticker.LeaderTTL, SweepEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
 		Retention: cfg.Ticker.Retention, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
-		WatchdogEvery: cfg.Ticker.SweepEvery, WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
+		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour, BreakerWindow: cfg.Webhook.CircuitBreaker.Window,
 		Commenter: commenter,
 		WakeInbox: wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),

@@ -16,15 +16,24 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
+// Defaults of Config.
+const (
+	DefaultTimeout       = 15 * time.Second
+	DefaultMaxAttempts   = 4
+	DefaultRatePerSecond = 10
+	DefaultBurst         = 20
+)
+
 // Config configures mozi's Gitea API access.
 type Config struct {
 	URL   string
 	Token string
-	// Timeout bounds each attempt (default 15s).
+	// Timeout bounds each attempt (default DefaultTimeout, 15s).
 	Timeout time.Duration
-	// MaxAttempts per call, the first included (default 4).
+	// MaxAttempts per call, the first included (default DefaultMaxAttempts, 4).
 	MaxAttempts int
-	// RatePerSecond and Burst limit mozi's calls (defaults 10 and 20).
+	// RatePerSecond and Burst limit mozi's calls (defaults
+	// DefaultRatePerSecond and DefaultBurst, 10 and 20).
 	RatePerSecond float64
 	Burst         int
 	Logger        *slog.Logger
@@ -51,16 +60,16 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("gitea: no URL configured (gitea.url or MOZI_GITEA_URL)")
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 15 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 4
+		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	if cfg.RatePerSecond <= 0 {
-		cfg.RatePerSecond = 10
+		cfg.RatePerSecond = DefaultRatePerSecond
 	}
 	if cfg.Burst <= 0 {
-		cfg.Burst = 20
+		cfg.Burst = DefaultBurst
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -13,6 +13,24 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
+// Defaults of Config.
+const (
+	DefaultTaskBudgetPerHour = 30
+	DefaultMaxMentionHops    = 4
+	DefaultDiscussionGrace   = 2 * time.Minute
+	DefaultDiscussLabel      = "mozi/discuss"
+	DefaultDeployContext     = `(?i)deploy`
+	DefaultInfraContext      = `(?i)runner|infra`
+)
+
+// The circuit breaker mozi serve configures when the configuration says
+// nothing (Config.Breaker's zero value never trips).
+const (
+	DefaultBreakerComments = 30
+	DefaultBreakerWindow   = 10 * time.Minute
+	DefaultBreakerCooldown = 30 * time.Minute
+)
+
 // Config configures how events become tasks.
 type Config struct {
 	// BotUser is mozi's own Gitea login: its comments never make work.
@@ -21,23 +39,26 @@ type Config struct {
 	// MaxRetries of created tasks (default task.DefaultMaxRetries).
 	MaxRetries int
 	// TaskBudgetPerHour caps new tasks per issue per hour, which stops
-	// runaway mention chains (default 30).
+	// runaway mention chains (default DefaultTaskBudgetPerHour, 30).
 	TaskBudgetPerHour int
 	// MaxMentionHops caps the length of agent-to-agent mention chains
-	// (default 4).
+	// (default DefaultMaxMentionHops, 4).
 	MaxMentionHops int
 	// Breaker trips a repository's circuit breaker on a storm of agent
 	// comments (Comments 0: never).
 	Breaker repository.BreakerPolicy
 	// DiscussionGrace is how long an unassigned top-level issue waits for
-	// an assignee before it is broadcast for discussion (default 2m).
+	// an assignee before it is broadcast for discussion (default
+	// DefaultDiscussionGrace, 2m).
 	DiscussionGrace time.Duration
-	// DiscussLabel makes the discussion broadcast immediate (default mozi/discuss).
+	// DiscussLabel makes the discussion broadcast immediate (default
+	// DefaultDiscussLabel, mozi/discuss).
 	DiscussLabel string
-	// DeployContext matches status contexts of deployments (default "deploy").
+	// DeployContext matches status contexts of deployments (default
+	// DefaultDeployContext, "deploy").
 	DeployContext *regexp.Regexp
 	// InfraContext matches status contexts of runners and infrastructure
-	// (default "runner|infra").
+	// (default DefaultInfraContext, "runner|infra").
 	InfraContext *regexp.Regexp
 	// ReportFields returns the fields an action's output template asks for,
 	// so an incomplete [Action Report] is recorded as such (nil: unchecked).
@@ -52,22 +73,22 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.TaskBudgetPerHour == 0 {
-		c.TaskBudgetPerHour = 30
+		c.TaskBudgetPerHour = DefaultTaskBudgetPerHour
 	}
 	if c.MaxMentionHops == 0 {
-		c.MaxMentionHops = 4
+		c.MaxMentionHops = DefaultMaxMentionHops
 	}
 	if c.DiscussionGrace == 0 {
-		c.DiscussionGrace = 2 * time.Minute
+		c.DiscussionGrace = DefaultDiscussionGrace
 	}
 	if c.DiscussLabel == "" {
-		c.DiscussLabel = "mozi/discuss"
+		c.DiscussLabel = DefaultDiscussLabel
 	}
 	if c.DeployContext == nil {
-		c.DeployContext = regexp.MustCompile(`(?i)deploy`)
+		c.DeployContext = regexp.MustCompile(DefaultDeployContext)
 	}
 	if c.InfraContext == nil {
-		c.InfraContext = regexp.MustCompile(`(?i)runner|infra`)
+		c.InfraContext = regexp.MustCompile(DefaultInfraContext)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

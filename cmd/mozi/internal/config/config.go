@@ -22,8 +22,15 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/moziplus/mozi/dispatcher"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates/yamlpos"
+	"github.com/moziplus/mozi/ticker"
+	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // Environment variables that override the file.
@@ -41,6 +48,10 @@ const (
 
 // DefaultFile is read from the working directory when no file is named.
 const DefaultFile = "mozi.yaml"
+
+// DefaultShutdownGrace is how long running agents may finish when mozi
+// stops (spawner.shutdown_grace).
+const DefaultShutdownGrace = 30 * time.Second
 
 // Config is the whole configuration. Zero values mean "default"; Load fills
 // the defaults in.
@@ -487,25 +498,21 @@ func (c *Config) applyDefaults() {
 	if c.Gitea.BotUser == "" {
 		c.Gitea.BotUser = "mozi"
 	}
-	if c.Gitea.Timeout == 0 {
-		c.Gitea.Timeout = 15 * time.Second
-	}
-	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, 10)
-	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, 20)
-	if c.Webhook.MaxBodyBytes == 0 {
-		c.Webhook.MaxBodyBytes = 10 << 20
-	}
+	c.Gitea.Timeout = cmp.Or(c.Gitea.Timeout, gitea.DefaultTimeout)
+	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, gitea.DefaultRatePerSecond)
+	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, gitea.DefaultBurst)
 	w := &c.Webhook
-	w.MaxAttempts = cmp.Or(w.MaxAttempts, 8)
-	w.TaskBudgetPerHour = cmp.Or(w.TaskBudgetPerHour, 30)
-	w.MaxMentionHops = cmp.Or(w.MaxMentionHops, 4)
-	w.DiscussionGrace = cmp.Or(w.DiscussionGrace, 2*time.Minute)
-	w.DiscussLabel = cmp.Or(w.DiscussLabel, "mozi/discuss")
-	w.DeployContext = cmp.Or(w.DeployContext, "(?i)deploy")
-	w.InfraContext = cmp.Or(w.InfraContext, "(?i)runner|infra")
-	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, 30)
-	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, 10*time.Minute)
-	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, 30*time.Minute)
+	w.MaxBodyBytes = cmp.Or(w.MaxBodyBytes, webhook.DefaultMaxBodyBytes)
+	w.MaxAttempts = cmp.Or(w.MaxAttempts, webhook.DefaultMaxAttempts)
+	w.TaskBudgetPerHour = cmp.Or(w.TaskBudgetPerHour, rules.DefaultTaskBudgetPerHour)
+	w.MaxMentionHops = cmp.Or(w.MaxMentionHops, rules.DefaultMaxMentionHops)
+	w.DiscussionGrace = cmp.Or(w.DiscussionGrace, rules.DefaultDiscussionGrace)
+	w.DiscussLabel = cmp.Or(w.DiscussLabel, rules.DefaultDiscussLabel)
+	w.DeployContext = cmp.Or(w.DeployContext, rules.DefaultDeployContext)
+	w.InfraContext = cmp.Or(w.InfraContext, rules.DefaultInfraContext)
+	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, rules.DefaultBreakerComments)
+	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, rules.DefaultBreakerWindow)
+	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, rules.DefaultBreakerCooldown)
 	if c.Templates.Locale == "" {
 		c.Templates.Locale = "en"
 	}
@@ -516,40 +523,38 @@ func (c *Config) applyDefaults() {
 		c.Log.Format = "text"
 	}
 	d := &c.Dispatcher
-	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, 4)
-	d.LeaseTTL = cmp.Or(d.LeaseTTL, time.Minute)
-	d.PollInterval = cmp.Or(d.PollInterval, 5*time.Second)
-	d.SpawnsPerIssuePerDay = cmp.Or(d.SpawnsPerIssuePerDay, 20)
-	d.SpawnsPerAgentPerDay = cmp.Or(d.SpawnsPerAgentPerDay, 200)
+	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, dispatcher.DefaultMaxConcurrency)
+	d.LeaseTTL = cmp.Or(d.LeaseTTL, dispatcher.DefaultLeaseTTL)
+	d.PollInterval = cmp.Or(d.PollInterval, dispatcher.DefaultPollInterval)
+	d.SpawnsPerIssuePerDay = cmp.Or(d.SpawnsPerIssuePerDay, dispatcher.DefaultSpawnsPerIssuePerDay)
+	d.SpawnsPerAgentPerDay = cmp.Or(d.SpawnsPerAgentPerDay, dispatcher.DefaultSpawnsPerAgentPerDay)
 	if d.MaxRetries == nil {
-		two := 2
-		d.MaxRetries = &two
+		n := task.DefaultMaxRetries
+		d.MaxRetries = &n
 	}
 	sp := &c.Spawner
-	sp.KillGrace = cmp.Or(sp.KillGrace, 10*time.Second)
-	sp.ShutdownGrace = cmp.Or(sp.ShutdownGrace, 30*time.Second)
+	sp.KillGrace = cmp.Or(sp.KillGrace, spawner.DefaultKillGrace)
+	sp.ShutdownGrace = cmp.Or(sp.ShutdownGrace, DefaultShutdownGrace)
 	if sp.FailureComment == nil {
 		yes := true
 		sp.FailureComment = &yes
 	}
-	sp.OutputTailBytes = cmp.Or(sp.OutputTailBytes, 16<<10)
-	sp.RetryBase = cmp.Or(sp.RetryBase, 30*time.Second)
-	sp.RetryMax = cmp.Or(sp.RetryMax, 30*time.Minute)
+	sp.OutputTailBytes = cmp.Or(sp.OutputTailBytes, spawner.DefaultTailBytes)
+	sp.RetryBase = cmp.Or(sp.RetryBase, spawner.DefaultRetryBase)
+	sp.RetryMax = cmp.Or(sp.RetryMax, spawner.DefaultRetryMax)
 	tk := &c.Ticker
-	tk.LeaderTTL = cmp.Or(tk.LeaderTTL, 15*time.Second)
-	tk.SweepEvery = cmp.Or(tk.SweepEvery, 10*time.Second)
-	tk.ReconcileEvery = cmp.Or(tk.ReconcileEvery, 5*time.Minute)
-	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, 2*time.Minute)
-	tk.Retention = cmp.Or(tk.Retention, 30*24*time.Hour)
-	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, 30*time.Minute)
+	tk.LeaderTTL = cmp.Or(tk.LeaderTTL, ticker.DefaultLeaderTTL)
+	tk.SweepEvery = cmp.Or(tk.SweepEvery, ticker.DefaultSweepEvery)
+	tk.ReconcileEvery = cmp.Or(tk.ReconcileEvery, ticker.DefaultReconcileEvery)
+	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, ticker.DefaultStatusesEvery)
+	tk.Retention = cmp.Or(tk.Retention, ticker.DefaultRetention)
+	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, ticker.DefaultWatchdogQuiet)
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.MaxConcurrency == 0 {
 			a.MaxConcurrency = 1
 		}
-		if a.Timeout == 0 {
-			a.Timeout = 30 * time.Minute
-		}
+		a.Timeout = cmp.Or(a.Timeout, spawner.DefaultTimeout)
 		if a.Workspace == "" {
 			// An agent given its own directory keeps working there, as it
 			// did before mozi prepared worktrees.
@@ -565,7 +570,7 @@ func (c *Config) applyDefaults() {
 		l.CPUTime = cmp.Or(l.CPUTime, 2*time.Hour)
 		l.OpenFiles = cmp.Or(l.OpenFiles, 8192)
 	}
-	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, time.Hour)
+	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, workspace.DefaultKeepFinished)
 	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
 	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
 }

@@ -45,7 +45,7 @@ var benchCommands = []command{
 		summary: "signed deliveries accepted durably per second through the real HTTP handler, next to single-row INSERTs, and ack latency at a fixed rate"},
 	{name: "bench dispatch", args: "[--tasks N] [--processes N] [--concurrency N] [--database-url URL]",
 		summary: "tasks claimed and completed per second with a no-op runner, and through the whole spawn path with /bin/true as the agent"},
-	{name: "bench e2e", args: "[--sequential N] [--rate R] [--duration D] [--database-url URL]",
+	{name: "bench e2e", args: "[--sequential N] [--rate R] [--duration D] [--database-url URL] [--mozi PATH]",
 		summary: "latency from a webhook received to its agent's process started, through a real mozi serve"},
 }
 

@@ -40,9 +40,15 @@ func benchE2E(ctx context.Context, e *env, args []string) error {
 	fixture := fs.String("fixture", filepath.Join("testdata", "gitea-1.25", "webhooks", "004-issues-issue_assign-assigned.json"),
 		"recorded issue-assigned delivery to send (its issue number is rewritten per webhook)")
 	url := fs.String("database-url", "", "PostgreSQL to use (default: a private cluster in a temporary directory)")
+	moziPath := fs.String("mozi", "", "the mozi binary to run (default: a mozi next to this program, else on PATH, else built from the source tree the benchmark runs in)")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
+	bin, cleanup, err := findMozi(ctx, *moziPath)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	f, err := recording.LoadFile(*fixture)
 	if err != nil {
 		return fmt.Errorf("load fixture (run from the repository root or pass --fixture): %w", err)
@@ -100,11 +106,7 @@ agents:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	srv, err := startServeProcess(ctx, self, cfgPath, []string{"MOZI_DATABASE_URL=" + dbURL, "BENCH_AGENT_TOKEN=bench-agent-token"})
+	srv, err := startServeProcess(ctx, bin, cfgPath, []string{"MOZI_DATABASE_URL=" + dbURL, "BENCH_AGENT_TOKEN=bench-agent-token"})
 	if err != nil {
 		return err
 	}
@@ -113,7 +115,8 @@ agents:
 	j := &startJournal{path: journalPath, started: map[int]time.Time{}}
 	b := &e2eBench{ctx: ctx, fixture: f, url: "http://" + srv.addr + webhook.Path, journal: j,
 		client: &http.Client{Timeout: 10 * time.Second}, nextIssue: 1_000_000}
-	fmt.Fprintf(e.stdout, "mozi bench e2e: webhook POSTed → agent process running (bash), %s, fake Gitea on loopback\n\n", bd.serverVersion(ctx))
+	fmt.Fprintf(e.stdout, "mozi bench e2e: webhook POSTed → agent process running (bash), %s, fake Gitea on loopback, %s\n\n",
+		bd.serverVersion(ctx), bin)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\twebhooks\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
 	if _, err := b.oneAtATime(20); err != nil { // warm-up: connections, caches, plans
@@ -135,6 +138,65 @@ agents:
 	}
 	return tw.Flush()
 }
+
+// findMozi names the mozi binary the benchmark runs: path when given, else
+// a mozi next to this program, else one on PATH, else one built with go
+// build from the source tree the benchmark runs in (removed by cleanup).
+func findMozi(ctx context.Context, path string) (bin string, cleanup func(), err error) {
+	nothing := func() {}
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", nil, fmt.Errorf("--mozi: %w", err)
+		}
+		return path, nothing, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		next := filepath.Join(filepath.Dir(self), "mozi")
+		if st, err := os.Stat(next); err == nil && st.Mode().IsRegular() {
+			return next, nothing, nil
+		}
+	}
+	if found, err := exec.LookPath("mozi"); err == nil {
+		return found, nothing, nil
+	}
+	root, ok := sourceTree()
+	if !ok {
+		return "", nil, errors.New("no mozi to run: pass --mozi PATH, put mozi next to this program or on PATH, or run from mozi's source tree")
+	}
+	dir, err := os.MkdirTemp("", "mozi-bench-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "mozi")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mozi")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build ./cmd/mozi: %w: %s", err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// sourceTree finds mozi's module root at or above the working directory.
+func sourceTree() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && modulePathRE.Match(data) {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+var modulePathRE = regexp.MustCompile(`(?m)^module\s+github\.com/moziplus/mozi\s*$`)
 
 // assignee is the agent the recorded delivery assigns.
 func assignee(f recording.Fixture) (string, error) {

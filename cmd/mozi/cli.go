@@ -36,7 +36,6 @@ func commands() []command {
 		{"prompt", "render --repo R --issue N [--action A] [--agent X] | --payload FILE", "print exactly the prompt mozi would send to an agent", runPrompt},
 		{"doctor", "[--config FILE]", "check configuration, database, Gitea access, webhooks and agents, one line each", runDoctor},
 		{"webhook", "install [--repo OWNER/NAME…] [--org ORG] [--url URL]", "create or update the Gitea webhook that sends mozi its events", runWebhook},
-		{"bench", "intake|dispatch|e2e [FLAGS]", "measure mozi against a private PostgreSQL (see mozi bench --help)", runBench},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for mozi or one command", nil},
 	}
@@ -122,7 +121,7 @@ func newFlagSet(e *env, name string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		w := fs.Output()
-		for _, c := range append(commands(), benchCommands...) {
+		for _, c := range commands() {
 			if c.name == name {
 				fmt.Fprintf(w, "Usage: mozi %s %s\n\n%s.\n", c.name, c.args, c.summary)
 			}

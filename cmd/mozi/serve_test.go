@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +40,9 @@ var (
 	binPath   string
 	buildErr  error
 )
+
+// servingLineRE finds the listen address in mozi serve's "serving" log line.
+var servingLineRE = regexp.MustCompile(`msg="mozi serving" listen=(\S+)`)
 
 // moziBinary builds cmd/mozi once per test run.
 func moziBinary(t *testing.T) string {
@@ -363,6 +367,7 @@ func TestCLI(t *testing.T) {
 			wantOut: []string{"serve", "migrate", "version", "help"}},
 		{name: "version", args: []string{"version"}, wantOut: []string{"mozi dev"}},
 		{name: "unknown command", args: []string{"bogus"}, wantErr: `unknown command "bogus"`, exitCode: 2},
+		{name: "the benchmarks are mozi-bench's", args: []string{"bench", "intake"}, wantErr: `unknown command "bench"`, exitCode: 2},
 		{name: "no command", args: nil, wantErr: "no command given", exitCode: 2},
 		{name: "migrate without action", args: []string{"migrate"}, wantErr: "migrate needs exactly one of up, down, status", exitCode: 2},
 		{name: "migrate bad action", args: []string{"migrate", "sideways"}, wantErr: `unknown action "sideways"`, exitCode: 2},
@@ -407,6 +412,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	for _, c := range commands() {
 		assert.True(t, strings.Contains(out.String(), "  "+c.name+" "), "help lists %s", c.name)
 	}
+	assert.NotContains(t, out.String(), "bench", "the benchmarks are mozi-bench's, not mozi's")
 }
 
 func TestServeRefusesToStartWithoutASecret(t *testing.T) {

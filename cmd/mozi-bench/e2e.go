@@ -33,7 +33,7 @@ import (
 // process runs. The agent is bash writing $EPOCHREALTIME (a builtin: no
 // extra process) to a journal, so the latency includes bash's own start.
 func benchE2E(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench e2e")
+	fs := newFlagSet(e, "e2e")
 	sequential := fs.Int("sequential", 200, "webhooks sent one at a time, each after the previous agent started")
 	rate := fs.Int("rate", 20, "webhooks per second of the fixed-rate run (0: skip)")
 	duration := fs.Duration("duration", 10*time.Second, "length of the fixed-rate run")
@@ -115,7 +115,7 @@ agents:
 	j := &startJournal{path: journalPath, started: map[int]time.Time{}}
 	b := &e2eBench{ctx: ctx, fixture: f, url: "http://" + srv.addr + webhook.Path, journal: j,
 		client: &http.Client{Timeout: 10 * time.Second}, nextIssue: 1_000_000}
-	fmt.Fprintf(e.stdout, "mozi bench e2e: webhook POSTed → agent process running (bash), %s, fake Gitea on loopback, %s\n\n",
+	fmt.Fprintf(e.stdout, "mozi-bench e2e: webhook POSTed → agent process running (bash), %s, fake Gitea on loopback, %s\n\n",
 		bd.serverVersion(ctx), bin)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\twebhooks\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")

@@ -54,7 +54,7 @@ func (h *countingHandler) Handle(ctx context.Context, t task.Task) {
 }
 
 func benchDispatch(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench dispatch")
+	fs := newFlagSet(e, "dispatch")
 	n := fs.Int("tasks", 20000, "tasks in the no-op run")
 	nProc := fs.Int("processes", 1000, "tasks in the /bin/true run")
 	concurrency := fs.Int("concurrency", 64, "dispatcher concurrency")
@@ -79,7 +79,7 @@ func benchDispatch(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer bd.close()
-	fmt.Fprintf(e.stdout, "mozi bench dispatch: %s, concurrency %d\n\n", bd.serverVersion(ctx), *concurrency)
+	fmt.Fprintf(e.stdout, "mozi-bench dispatch: %s, concurrency %d\n\n", bd.serverVersion(ctx), *concurrency)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\ttasks\tseconds\ttasks per second\t")
 

@@ -41,22 +41,24 @@ func runBench(ctx context.Context, e *env, args []string) error {
 
 // benchCommands are the benchmarks' own usage lines.
 var benchCommands = []command{
-	{name: "bench intake", args: "[--deliveries N] [--clients N,M] [--rate R] [--duration D] [--database-url URL]",
+	{name: "intake", args: "[--deliveries N] [--clients N,M] [--rate R] [--duration D] [--database-url URL]",
 		summary: "signed deliveries accepted durably per second through the real HTTP handler, next to single-row INSERTs, and ack latency at a fixed rate"},
-	{name: "bench dispatch", args: "[--tasks N] [--processes N] [--concurrency N] [--database-url URL]",
+	{name: "dispatch", args: "[--tasks N] [--processes N] [--concurrency N] [--database-url URL]",
 		summary: "tasks claimed and completed per second with a no-op runner, and through the whole spawn path with /bin/true as the agent"},
-	{name: "bench e2e", args: "[--sequential N] [--rate R] [--duration D] [--database-url URL] [--mozi PATH]",
+	{name: "e2e", args: "[--sequential N] [--rate R] [--duration D] [--database-url URL] [--mozi PATH]",
 		summary: "latency from a webhook received to its agent's process started, through a real mozi serve"},
 }
 
-const benchUsage = `Usage: mozi bench intake|dispatch|e2e [flags]
+const benchUsage = `Usage: mozi-bench intake|dispatch|e2e [flags]
 
   intake    signed deliveries accepted durably per second through the real
             HTTP handler, next to single-row INSERTs of the same body into the
             same PostgreSQL, and ack latency at a fixed rate
   dispatch  tasks claimed and completed per second with a no-op runner, and
             through the whole spawn path with /bin/true as the agent
-  e2e       latency from a webhook received to its agent's process started
+  e2e       latency from a webhook received to its agent's process started,
+            through a real mozi serve (--mozi PATH, else a mozi next to
+            mozi-bench, else on PATH, else built from the source tree)
 
 Each benchmark starts its own PostgreSQL (default settings, durable commits)
 in a temporary directory, or uses --database-url.`

@@ -21,7 +21,7 @@ import (
 const benchSecret = "bench-secret"
 
 func benchIntake(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "bench intake")
+	fs := newFlagSet(e, "intake")
 	n := fs.Int("deliveries", 20000, "deliveries per closed-loop run")
 	clientList := fs.String("clients", "8,32", "concurrent clients, one closed-loop run each")
 	rate := fs.Int("rate", 1000, "deliveries per second of the fixed-rate latency run (0: skip)")
@@ -80,7 +80,7 @@ func benchIntake(ctx context.Context, e *env, args []string) error {
 	delete(headers, "X-Hub-Signature")
 	dial := func() (*rawClient, error) { return dialRawClient(base+webhook.Path, headers, f.Body) }
 	run := 0
-	fmt.Fprintf(e.stdout, "mozi bench intake: %d-byte %s delivery, %d per closed-loop run, %d CPUs, %s, durable commits\n\n",
+	fmt.Fprintf(e.stdout, "mozi-bench intake: %d-byte %s delivery, %d per closed-loop run, %d CPUs, %s, durable commits\n\n",
 		len(f.Body), f.Name, *n, runtime.NumCPU(), bd.serverVersion(ctx))
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tclients\tper second\tp50 ms\tp99 ms\terrors\t")

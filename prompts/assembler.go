@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
@@ -14,13 +12,13 @@ import (
 // (gitea.IssueReader: mozi's cache first, Gitea on a miss).
 type Reader interface {
 	IssueSource
-	MergeTask(ctx context.Context, t task.Task) (gitea.MergedTask, error)
+	MergeTask(ctx context.Context, t task.Task) (task.MergedTask, error)
 }
 
 // AttemptLister lists a task's runs (repository.Store), for the retry
 // context.
 type AttemptLister interface {
-	Attempts(ctx context.Context, taskID int64) ([]repository.Attempt, error)
+	Attempts(ctx context.Context, taskID int64) ([]task.Attempt, error)
 }
 
 // AssemblerConfig configures an Assembler.
@@ -91,7 +89,7 @@ func (a *Assembler) retry(ctx context.Context, t task.Task) (*Retry, error) {
 			continue // the run being prepared, when it has its row already
 		}
 		last := attempts[i]
-		if last.Outcome == repository.AttemptSucceeded {
+		if last.Outcome == task.AttemptSucceeded {
 			return nil, nil // a follow-up after a clean run: its own section says what is missing
 		}
 		if last.Error != "" {

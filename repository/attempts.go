@@ -8,55 +8,20 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// Attempt outcomes.
-const (
-	AttemptRunning     = "running"
-	AttemptSucceeded   = "succeeded" // exit 0
-	AttemptFailed      = "failed"    // non-zero exit
-	AttemptTimeout     = "timeout"   // killed at its wall-clock limit
-	AttemptBudget      = "budget_exceeded"
-	AttemptInterrupted = "interrupted" // mozi shut down; not counted as a failure
-	AttemptRescued     = "rescued"     // its runner died
-	AttemptSpawnError  = "spawn_error" // the command could not start
-	AttemptLost        = "lease_lost"  // another runner took the task over
-)
-
-// Attempt is one spawn of an agent for a task.
-type Attempt struct {
-	ID         int64
-	TaskID     int64
-	Attempt    int
-	Agent      string
-	Runner     string
-	Repo       string
-	Issue      int
-	StartedAt  time.Time
-	FinishedAt time.Time
-	ExitCode   *int
-	Outcome    string
-	Error      string
-	OutputTail string
-	LogPath    string
-	Duration   time.Duration
-	TokensIn   int64
-	TokensOut  int64
-	CostUSD    float64
-}
-
 // StartAttempt records that a task's agent is being spawned.
-func (q *Queries) StartAttempt(ctx context.Context, t task.Task, runner, logPath string) (Attempt, error) {
+func (q *Queries) StartAttempt(ctx context.Context, t task.Task, runner, logPath string) (task.Attempt, error) {
 	a, err := q.insertAttempt(ctx, t, runner, logPath)
 	if err != nil {
-		return Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", t.DispatchCount, t.ID, err)
+		return task.Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", t.DispatchCount, t.ID, err)
 	}
 	return a, nil
 }
 
 // insertAttempt records attempt t.DispatchCount of t as running; a rescued
 // attempt that is run again reuses its row.
-func (q *Queries) insertAttempt(ctx context.Context, t task.Task, runner, logPath string) (Attempt, error) {
-	a := Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
-		Issue: t.IssueNumber, LogPath: logPath, Outcome: AttemptRunning}
+func (q *Queries) insertAttempt(ctx context.Context, t task.Task, runner, logPath string) (task.Attempt, error) {
+	a := task.Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
+		Issue: t.IssueNumber, LogPath: logPath, Outcome: task.AttemptRunning}
 	err := q.db.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
 			issue_number, log_path) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (task_id, attempt) DO UPDATE SET started_at = now(), runner = EXCLUDED.runner,
@@ -67,7 +32,7 @@ func (q *Queries) insertAttempt(ctx context.Context, t task.Task, runner, logPat
 }
 
 // FinishAttempt records how an attempt ended.
-func (q *Queries) FinishAttempt(ctx context.Context, a Attempt) error {
+func (q *Queries) FinishAttempt(ctx context.Context, a task.Attempt) error {
 	var cost *float64
 	if a.CostUSD > 0 {
 		cost = &a.CostUSD
@@ -84,7 +49,7 @@ func (q *Queries) FinishAttempt(ctx context.Context, a Attempt) error {
 }
 
 // Attempts lists a task's attempts, oldest first.
-func (q *Queries) Attempts(ctx context.Context, taskID int64) ([]Attempt, error) {
+func (q *Queries) Attempts(ctx context.Context, taskID int64) ([]task.Attempt, error) {
 	rows, err := q.db.Query(ctx, `SELECT id, task_id, attempt, agent, runner, repo, issue_number,
 			started_at, finished_at, exit_code, outcome, error, output_tail, log_path,
 			COALESCE(duration_ms, 0), COALESCE(tokens_in, 0), COALESCE(tokens_out, 0), COALESCE(cost_usd, 0)::float8
@@ -93,10 +58,10 @@ func (q *Queries) Attempts(ctx context.Context, taskID int64) ([]Attempt, error)
 		return nil, fmt.Errorf("list attempts of task %d: %w", taskID, err)
 	}
 	defer rows.Close()
-	var out []Attempt
+	var out []task.Attempt
 	for rows.Next() {
 		var (
-			a        Attempt
+			a        task.Attempt
 			finished *time.Time
 			ms       int64
 			exit     *int32
@@ -132,9 +97,9 @@ func (q *Queries) SpawnCounts(ctx context.Context, repo string, issue int, agent
 // StartRun moves a claimed task to working for owner and records its
 // attempt, in one transaction. started is false when the task moved
 // meanwhile (nothing is recorded then).
-func (s *Store) StartRun(ctx context.Context, t task.Task, owner, logPath string) (Attempt, bool, error) {
+func (s *Store) StartRun(ctx context.Context, t task.Task, owner, logPath string) (task.Attempt, bool, error) {
 	var (
-		a       Attempt
+		a       task.Attempt
 		started bool
 	)
 	err := s.InTx(ctx, func(tx *Tx) error {
@@ -147,14 +112,14 @@ func (s *Store) StartRun(ctx context.Context, t task.Task, owner, logPath string
 		return err
 	})
 	if err != nil {
-		return Attempt{}, false, fmt.Errorf("start run of task %d: %w", t.ID, err)
+		return task.Attempt{}, false, fmt.Errorf("start run of task %d: %w", t.ID, err)
 	}
 	return a, started, nil
 }
 
 // RunEnd is how a run ended, to record.
 type RunEnd struct {
-	Attempt Attempt
+	Attempt task.Attempt
 	// Owner is the runner that held the run's lease.
 	Owner string
 	// Event moves the task (with Change); "" only drops the run's lease

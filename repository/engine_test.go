@@ -25,7 +25,7 @@ func claim(t *testing.T, store *repository.Store, owner string, limit int, agent
 // endRun ends a run whose agent exited while its task waits for Gitea.
 func endRun(t *testing.T, store *repository.Store, id int64, owner string) {
 	t.Helper()
-	_, err := store.FinishRun(context.Background(), repository.RunEnd{Attempt: repository.Attempt{TaskID: id}, Owner: owner})
+	_, err := store.FinishRun(context.Background(), repository.RunEnd{Attempt: task.Attempt{TaskID: id}, Owner: owner})
 	require.NoError(t, err)
 }
 
@@ -232,7 +232,7 @@ func TestRescueExactlyOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	assert.Equal(t, attempt.ID, attempts[0].ID)
-	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
+	assert.Equal(t, task.AttemptRescued, attempts[0].Outcome)
 
 	held, err = store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
@@ -273,7 +273,7 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	a, err := store.StartAttempt(ctx, claimed[0], "r", "/logs/1-1.log")
 	require.NoError(t, err)
 	code := 1
-	a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration = &code, repository.AttemptFailed, "exit status 1", "boom", 1500*time.Millisecond
+	a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration = &code, task.AttemptFailed, "exit status 1", "boom", 1500*time.Millisecond
 	a.TokensIn, a.TokensOut, a.CostUSD = 100, 20, 0.42
 	require.NoError(t, store.FinishAttempt(ctx, a))
 	perIssue, perAgent, err := store.SpawnCounts(ctx, "acme/widget", 1, "coder1", time.Now().Add(-time.Hour))

@@ -100,7 +100,7 @@ func (titlePrompt) Build(in *prompts.Input) (*prompts.Prompt, error) {
 	return &prompts.Prompt{Text: fmt.Sprintf("Fix %s#%d in %s.", in.Task.Repo, in.Task.IssueNumber, in.Checkout.Dir)}, nil
 }
 
-func (f *flow) attempt(t *testing.T, id int64) repository.Attempt {
+func (f *flow) attempt(t *testing.T, id int64) task.Attempt {
 	t.Helper()
 	attempts, err := f.store.Attempts(context.Background(), id)
 	require.NoError(t, err)
@@ -144,7 +144,7 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 
 			a := f.attempt(t, tk.ID)
 			logText, _ := os.ReadFile(a.LogPath)
-			require.Equal(t, repository.AttemptSucceeded, a.Outcome, "%s\n%s", a.Error, logText)
+			require.Equal(t, task.AttemptSucceeded, a.Outcome, "%s\n%s", a.Error, logText)
 			require.Empty(t, model.Errors())
 			tree := f.ws.TreePath("acme/widget", tk.ID)
 			written, err := os.ReadFile(filepath.Join(tree, "hello.txt"))
@@ -192,7 +192,7 @@ ls %[1]s/trees/acme > seen.txt 2>&1; ls %[1]s/mirrors/acme >> seen.txt 2>&1; ls 
 	wg.Wait()
 	for i, repo := range []string{"widget", "gadget"} {
 		a := f.attempt(t, tasks[i].ID)
-		require.Equal(t, repository.AttemptSucceeded, a.Outcome, a.Error)
+		require.Equal(t, task.AttemptSucceeded, a.Outcome, a.Error)
 		tree := f.ws.TreePath("acme/"+repo, tasks[i].ID)
 		seen, err := os.ReadFile(filepath.Join(tree, "seen.txt"))
 		require.NoError(t, err)

@@ -107,7 +107,7 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 	attempts, err := store.Attempts(context.Background(), id)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
-	assert.Equal(t, repository.AttemptSucceeded, attempts[0].Outcome, "the rescue's 'runner lost' is replaced by the real outcome")
+	assert.Equal(t, task.AttemptSucceeded, attempts[0].Outcome, "the rescue's 'runner lost' is replaced by the real outcome")
 }
 
 // PostgreSQL drops as a run finishes, long enough for the lease to expire

@@ -26,7 +26,7 @@ import (
 // Store is what the spawner records runs in (repository.Store).
 type Store interface {
 	Apply(ctx context.Context, id int64, ev task.Event, c repository.Change) (repository.Result, error)
-	StartRun(ctx context.Context, t task.Task, owner, logPath string) (repository.Attempt, bool, error)
+	StartRun(ctx context.Context, t task.Task, owner, logPath string) (task.Attempt, bool, error)
 	FinishRun(ctx context.Context, e repository.RunEnd) (repository.Result, error)
 }
 
@@ -479,7 +479,7 @@ func lookPath(name, path string) (string, error) {
 // finish records the attempt and moves the task by its outcome, in one
 // transaction, and does not give up while the database is away (see
 // record).
-func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, attempt repository.Attempt, r Result) {
+func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, attempt task.Attempt, r Result) {
 	attempt.Outcome, attempt.Error, attempt.OutputTail = r.Outcome, r.Err, r.Tail
 	attempt.Duration, attempt.TokensIn, attempt.TokensOut, attempt.CostUSD = r.Duration, r.TokensIn, r.TokensOut, r.CostUSD
 	if r.ExitCode >= 0 {

@@ -379,7 +379,7 @@ func (w *world) runEnds(t task.Task) {
 		a, started, err := w.store.StartRun(ctx, c, "r1", "")
 		require.NoError(w.t, err)
 		require.True(w.t, started)
-		a.Outcome = repository.AttemptSucceeded
+		a.Outcome = task.AttemptSucceeded
 		_, err = w.store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1"})
 		require.NoError(w.t, err)
 		return

@@ -128,8 +128,8 @@ func TestCrashWhileAnAgentRuns(t *testing.T) {
 	attempts, err := store.Attempts(context.Background(), tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)
-	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
-	assert.Equal(t, repository.AttemptSucceeded, attempts[1].Outcome)
+	assert.Equal(t, task.AttemptRescued, attempts[0].Outcome)
+	assert.Equal(t, task.AttemptSucceeded, attempts[1].Outcome)
 }
 
 // Two mozi processes on one database, 1,000 tasks: each spawned once.
@@ -203,7 +203,7 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
-	assert.Equal(t, repository.AttemptInterrupted, attempts[0].Outcome)
+	assert.Equal(t, task.AttemptInterrupted, attempts[0].Outcome)
 
 	second := startServe(t, filepath.Join(dir, "state"), envs...)
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()

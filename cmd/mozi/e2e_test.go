@@ -221,7 +221,7 @@ func (w *world) waitStatus(action task.ActionType, agent string, issue int, want
 	return got
 }
 
-func (w *world) attempts(id int64) []repository.Attempt {
+func (w *world) attempts(id int64) []task.Attempt {
 	a, err := w.store.Attempts(context.Background(), id)
 	require.NoError(w.t, err)
 	return a
@@ -243,7 +243,7 @@ func TestEndToEnd(t *testing.T) {
 		})
 		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 1)
-		assert.Equal(t, repository.AttemptSucceeded, attempts[0].Outcome)
+		assert.Equal(t, task.AttemptSucceeded, attempts[0].Outcome)
 		assert.Contains(t, w.gitea.Comments("acme/widget", 3)[0], "[Action Report]",
 			"the agent reported through the curl line of its prompt")
 
@@ -269,7 +269,7 @@ func TestEndToEnd(t *testing.T) {
 		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 2, "max_retries 1: two attempts")
 		for _, a := range attempts {
-			assert.Equal(t, repository.AttemptFailed, a.Outcome)
+			assert.Equal(t, task.AttemptFailed, a.Outcome)
 			assert.Contains(t, a.OutputTail, "failing on purpose")
 		}
 		w.eventually("the failure comment", 10*time.Second, func() bool { return len(w.gitea.Comments("acme/widget", 50)) == 1 })
@@ -289,7 +289,7 @@ func TestEndToEnd(t *testing.T) {
 		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 2)
 		for _, a := range attempts {
-			assert.Equal(t, repository.AttemptTimeout, a.Outcome)
+			assert.Equal(t, task.AttemptTimeout, a.Outcome)
 		}
 		for _, pid := range w.journalPIDs("agent=hang1") {
 			w.eventually(fmt.Sprintf("hung agent %d gone", pid), 5*time.Second, func() bool { return spawner.GroupGone(pid) })

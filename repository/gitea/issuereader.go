@@ -255,12 +255,6 @@ func (r *IssueReader) SubIssues(ctx context.Context, repo string, parent int) ([
 	return r.store.SubIssues(ctx, repo, parent)
 }
 
-// MergedTask is a task with its issue's collaboration data.
-type MergedTask struct {
-	task.Task
-	Issue task.Issue
-}
-
 // MergeTask merges a task in hand (the claim's row) with its issue (SPEC
 // §7, the Repository's GetTask): title, body and labels come from the
 // task's own copy (issue_body_cache), refreshed from mozi's issue cache
@@ -268,8 +262,8 @@ type MergedTask struct {
 // newer updated_at than the copy; Gitea is asked only for an issue mozi
 // has never seen. When nothing newer can be had (Gitea down), the task's
 // copy is served.
-func (r *IssueReader) MergeTask(ctx context.Context, t task.Task) (MergedTask, error) {
-	m := MergedTask{Task: t, Issue: task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
+func (r *IssueReader) MergeTask(ctx context.Context, t task.Task) (task.MergedTask, error) {
+	m := task.MergedTask{Task: t, Issue: task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
 		Body: t.IssueBodyCache, Labels: t.Meta.Labels, Author: t.Meta.IssueAuthor, UpdatedAt: t.IssueUpdatedAt,
 		State: "open"}}
 	if t.IssueNumber == 0 {
@@ -278,7 +272,7 @@ func (r *IssueReader) MergeTask(ctx context.Context, t task.Task) (MergedTask, e
 	issue, err := r.Issue(ctx, t.Repo, t.IssueNumber)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return MergedTask{}, err
+			return task.MergedTask{}, err
 		}
 		return m, nil
 	}
@@ -288,7 +282,7 @@ func (r *IssueReader) MergeTask(ctx context.Context, t task.Task) (MergedTask, e
 		return m, nil
 	}
 	if err := r.store.RefreshIssueCopy(ctx, t.ID, issue); err != nil {
-		return MergedTask{}, err
+		return task.MergedTask{}, err
 	}
 	m.Task.IssueBodyCache, m.Task.IssueUpdatedAt = issue.Body, issue.UpdatedAt
 	m.Task.Meta.Title, m.Task.Meta.Labels = issue.Title, issue.Labels

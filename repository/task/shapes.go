@@ -89,3 +89,10 @@ type Comment struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time // payloads
 }
+
+// MergedTask is a task with its issue's collaboration data (what
+// gitea.IssueReader.MergeTask, the SPEC's GetTask, answers).
+type MergedTask struct {
+	Task
+	Issue Issue
+}

@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/moziplus/mozi/cmd/internal/cli"
 )
 
 func main() {
@@ -52,25 +54,13 @@ type command struct {
 	summary string
 }
 
-// usageError means the command line was wrong; it exits with status 2.
-type usageError struct{ msg string }
+// usagef is a wrong command line: mozi-bench exits with status 2.
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error) int {
-	var ue *usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 // errHelp stops a benchmark after it printed its help.
-var errHelp = errors.New("help shown")
+var errHelp = cli.ErrHelp
 
 // newFlagSet builds a benchmark's flag set; its usage names the benchmark.
 func newFlagSet(e *env, name string) *flag.FlagSet {

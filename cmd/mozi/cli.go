@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/moziplus/mozi/cmd/internal/cli"
 )
 
 // env is what every subcommand gets from the outside world.
@@ -41,22 +43,10 @@ func commands() []command {
 	}
 }
 
-// usageError means the command line was wrong; it exits with status 2.
-type usageError struct{ msg string }
+// usagef is a wrong command line: mozi exits with status 2.
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error) int {
-	var ue *usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
@@ -168,4 +158,4 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 }
 
 // errHelp stops a command after it printed its help.
-var errHelp = errors.New("help shown")
+var errHelp = cli.ErrHelp

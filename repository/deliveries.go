@@ -91,7 +91,7 @@ func (q *Queries) InsertDeliveries(ctx context.Context, ds []Delivery) (inserted
 }
 
 // InsertDelivery stores one delivery with a single-row INSERT. The intake
-// batches instead; this is the baseline `mozi bench intake` measures it
+// batches instead; this is the baseline `mozi-bench intake` measures it
 // against, and a convenience for tools.
 func (q *Queries) InsertDelivery(ctx context.Context, d Delivery) (bool, error) {
 	h, err := json.Marshal(d.Headers)

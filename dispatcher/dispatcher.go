@@ -21,25 +21,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Handler runs a claimed task (the spawner).
 type Handler interface {
-	Handle(ctx context.Context, t repository.Task)
+	Handle(ctx context.Context, t task.Task)
 }
 
 // Store is what the dispatcher claims from (repository.Store).
 type Store interface {
-	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]repository.Task, error)
-	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
+	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]task.Task, error)
+	Apply(ctx context.Context, id int64, ev task.Event, c repository.Change) (repository.Result, error)
 	SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (int, int, error)
 	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error)
-	Task(ctx context.Context, id int64) (repository.Task, error)
+	Task(ctx context.Context, id int64) (task.Task, error)
 }
 
-// IssueSource answers the dependency guardrail (repository.IssueReader).
+// IssueSource answers the dependency guardrail (gitea.IssueReader).
 type IssueSource interface {
-	Issue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	Issue(ctx context.Context, repo string, number int) (task.Issue, error)
 	BlockedBy(ctx context.Context, repo string, number int) ([]int, error)
 }
 
@@ -50,23 +52,40 @@ type Agent struct {
 	Enabled        bool
 }
 
+// Defaults of Config.
+const (
+	DefaultMaxConcurrency       = 4
+	DefaultLeaseTTL             = time.Minute
+	DefaultPollInterval         = 5 * time.Second
+	DefaultSpawnsPerIssuePerDay = 20
+	DefaultSpawnsPerAgentPerDay = 200
+	DefaultMaxHops              = 4
+	DefaultHoldBase             = 15 * time.Second
+	DefaultHoldMax              = 10 * time.Minute
+	DefaultGuardTimeout         = 30 * time.Second
+)
+
 // Config configures the dispatcher; zero fields take defaults.
 type Config struct {
 	// Owner names this runner (lease holder).
 	Owner string
-	// MaxConcurrency caps agent processes this mozi runs at once (default 4).
+	// MaxConcurrency caps agent processes this mozi runs at once (default
+	// DefaultMaxConcurrency, 4).
 	MaxConcurrency int
 	Agents         []Agent
-	// LeaseTTL of a claim (default 60s).
+	// LeaseTTL of a claim (default DefaultLeaseTTL, 60s).
 	LeaseTTL time.Duration
-	// PollInterval is the safety net when no wake-up comes (default 5s).
+	// PollInterval is the safety net when no wake-up comes (default
+	// DefaultPollInterval, 5s).
 	PollInterval time.Duration
 	// SpawnsPerIssuePerDay and SpawnsPerAgentPerDay are spawn budgets over
-	// 24 hours (defaults 20 and 200); a task over budget waits an hour.
+	// 24 hours (defaults DefaultSpawnsPerIssuePerDay and
+	// DefaultSpawnsPerAgentPerDay, 20 and 200); a task over budget waits an
+	// hour.
 	SpawnsPerIssuePerDay int
 	SpawnsPerAgentPerDay int
 	// MaxHops fails mention tasks deeper in an agent-to-agent chain
-	// (default 4).
+	// (default DefaultMaxHops, 4).
 	MaxHops int
 	// MaxDispatches fails a task dispatched this often without finishing,
 	// rescues included, holds not (default: its max_retries + 5).
@@ -74,11 +93,12 @@ type Config struct {
 	// HoldBase and HoldMax shape the wait of a task held for a reason
 	// outside it (Gitea unreachable: HoldBase, doubling per consecutive
 	// hold; a dependency still open: 4×HoldBase, doubling), capped at
-	// HoldMax (defaults 15s and 10m).
+	// HoldMax (defaults DefaultHoldBase and DefaultHoldMax, 15s and 10m).
 	HoldBase time.Duration
 	HoldMax  time.Duration
 	// GuardTimeout bounds the guardrail checks that ask Gitea (default
-	// 30s): a slow Gitea holds the task instead of the worker.
+	// DefaultGuardTimeout, 30s): a slow Gitea holds the task instead of
+	// the worker.
 	GuardTimeout time.Duration
 	Logger       *slog.Logger
 	Metrics      *Metrics
@@ -101,31 +121,31 @@ type Dispatcher struct {
 // New builds a dispatcher; issues may be nil (no dependency guardrail).
 func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatcher {
 	if cfg.MaxConcurrency <= 0 {
-		cfg.MaxConcurrency = 4
+		cfg.MaxConcurrency = DefaultMaxConcurrency
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = time.Minute
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 5 * time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.SpawnsPerIssuePerDay <= 0 {
-		cfg.SpawnsPerIssuePerDay = 20
+		cfg.SpawnsPerIssuePerDay = DefaultSpawnsPerIssuePerDay
 	}
 	if cfg.SpawnsPerAgentPerDay <= 0 {
-		cfg.SpawnsPerAgentPerDay = 200
+		cfg.SpawnsPerAgentPerDay = DefaultSpawnsPerAgentPerDay
 	}
 	if cfg.MaxHops <= 0 {
-		cfg.MaxHops = 4
+		cfg.MaxHops = DefaultMaxHops
 	}
 	if cfg.HoldBase <= 0 {
-		cfg.HoldBase = 15 * time.Second
+		cfg.HoldBase = DefaultHoldBase
 	}
 	if cfg.HoldMax <= 0 {
-		cfg.HoldMax = 10 * time.Minute
+		cfg.HoldMax = DefaultHoldMax
 	}
 	if cfg.GuardTimeout <= 0 {
-		cfg.GuardTimeout = 30 * time.Second
+		cfg.GuardTimeout = DefaultGuardTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -166,7 +186,7 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 	if len(agents) == 0 {
 		d.cfg.Logger.Warn("no enabled agent declared: nothing will be spawned")
 	}
-	queue := make(chan repository.Task, d.cfg.MaxConcurrency)
+	queue := make(chan task.Task, d.cfg.MaxConcurrency)
 	for range d.cfg.MaxConcurrency {
 		d.wg.Go(func() { d.work(claimCtx, runCtx, queue) })
 	}
@@ -205,7 +225,7 @@ func (d *Dispatcher) Run(claimCtx, runCtx context.Context) {
 
 // work runs queued tasks. Tasks still queued when claiming stops were
 // never started: they go back to pending at once.
-func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan repository.Task) {
+func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan task.Task) {
 	for t := range queue {
 		if claimCtx.Err() != nil {
 			d.release(t)
@@ -228,7 +248,7 @@ func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan reposit
 // preparation and the recording of its outcome: the lease never expires
 // under a live runner. Losing it (the task finished in Gitea, or another
 // runner took it over) cancels the handler's context with ErrLeaseLost.
-func (d *Dispatcher) runClaimed(runCtx context.Context, t repository.Task) {
+func (d *Dispatcher) runClaimed(runCtx context.Context, t task.Task) {
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -241,7 +261,7 @@ func (d *Dispatcher) runClaimed(runCtx context.Context, t repository.Task) {
 }
 
 // keepLease renews the task's lease every third of its TTL until ctx ends.
-func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t repository.Task) {
+func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t task.Task) {
 	beat := time.NewTicker(d.cfg.LeaseTTL / 3)
 	defer beat.Stop()
 	bg := context.WithoutCancel(ctx)
@@ -268,13 +288,13 @@ func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFu
 		} else {
 			log.Error("lease lost: stopping the agent")
 		}
-		cancel(repository.ErrLeaseLost)
+		cancel(task.ErrLeaseLost)
 		return
 	}
 }
 
-func (d *Dispatcher) release(t repository.Task) {
-	if _, err := d.store.Apply(context.Background(), t.ID, repository.EventRelease,
+func (d *Dispatcher) release(t task.Task) {
+	if _, err := d.store.Apply(context.Background(), t.ID, task.EventRelease,
 		repository.Change{Error: "not started: mozi was shutting down"}); err != nil {
 		d.cfg.Logger.Error("claimed task not released", "task_id", t.ID, "error", err)
 	}
@@ -295,14 +315,14 @@ func (d *Dispatcher) enabledAgents() []repository.AgentLimit {
 
 // guard checks the guardrails of a claimed task. A task that may never run
 // fails; one that must wait goes back to pending with a not_before.
-func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
+func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 	log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent,
 		"action_type", t.ActionType)
 	bg := context.WithoutCancel(ctx)
 	fail := func(reason, why string) bool {
 		log.Warn("guardrail: task failed", "guardrail", reason, "reason", why)
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		if _, err := d.store.Apply(bg, t.ID, repository.EventFail, repository.Change{Error: why}); err != nil {
+		if _, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why}); err != nil {
 			log.Error("task not failed", "error", err)
 		}
 		return false
@@ -310,7 +330,7 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 	hold := func(reason, why string, wait time.Duration) bool {
 		log.Info("guardrail: task waits", "guardrail", reason, "reason", why, "wait", wait.Round(time.Second).String())
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		if _, err := d.store.Apply(bg, t.ID, repository.EventRelease, repository.Change{
+		if _, err := d.store.Apply(bg, t.ID, task.EventRelease, repository.Change{
 			NotBefore: d.cfg.Now().Add(wait), Error: why}); err != nil {
 			log.Error("task not released", "error", err)
 		}
@@ -330,7 +350,7 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 	}
 	perIssue, perAgent, err := d.store.SpawnCounts(ctx, t.Repo, t.IssueNumber, t.Agent, d.cfg.Now().Add(-24*time.Hour))
 	if err != nil {
-		return hold("error", err.Error(), repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("error", err.Error(), task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	if t.IssueNumber > 0 && perIssue >= d.cfg.SpawnsPerIssuePerDay {
 		return hold("issue_budget", fmt.Sprintf("%d spawns on this issue in 24h (budget %d)", perIssue, d.cfg.SpawnsPerIssuePerDay), time.Hour)
@@ -346,19 +366,19 @@ func (d *Dispatcher) guard(ctx context.Context, t repository.Task) bool {
 		return hold("shutdown", "mozi is shutting down", 0)
 	case errors.Is(err, context.DeadlineExceeded):
 		return hold("dependencies", fmt.Sprintf("dependencies unknown: Gitea did not answer within %s", d.cfg.GuardTimeout),
-			repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+			task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	case err != nil:
-		return hold("dependencies", "dependencies unknown: "+err.Error(), repository.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("dependencies", "dependencies unknown: "+err.Error(), task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	case blocker > 0:
-		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), repository.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), task.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	return true
 }
 
 // openDependency returns an issue this one waits for that is still open:
 // its Depends: lines and Gitea's native blocked-by, read fresh enough.
-func (d *Dispatcher) openDependency(ctx context.Context, t repository.Task) (int, error) {
-	if d.issues == nil || t.IssueNumber == 0 || t.ActionType != repository.ActionIssueAssigned {
+func (d *Dispatcher) openDependency(ctx context.Context, t task.Task) (int, error) {
+	if d.issues == nil || t.IssueNumber == 0 || t.ActionType != task.ActionIssueAssigned {
 		return 0, nil
 	}
 	deps := slices.Clone(t.DependsOn)
@@ -372,7 +392,7 @@ func (d *Dispatcher) openDependency(ctx context.Context, t repository.Task) (int
 			continue
 		}
 		issue, err := d.issues.Issue(ctx, t.Repo, n)
-		if errors.Is(err, repository.ErrNotFound) || errors.Is(err, repository.ErrUnavailable) {
+		if errors.Is(err, task.ErrNotFound) || errors.Is(err, gitea.ErrUnavailable) {
 			// A dependency that does not exist, or that mozi cannot know
 			// without a Gitea, blocks nothing.
 			continue

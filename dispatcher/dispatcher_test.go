@@ -14,6 +14,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -37,7 +38,7 @@ func newRecorder(store *repository.Store, blocking bool) *recorder {
 	return r
 }
 
-func (r *recorder) Handle(ctx context.Context, t repository.Task) {
+func (r *recorder) Handle(ctx context.Context, t task.Task) {
 	r.mu.Lock()
 	r.handled = append(r.handled, t.ID)
 	r.mu.Unlock()
@@ -48,7 +49,7 @@ func (r *recorder) Handle(ctx context.Context, t repository.Task) {
 		case <-ctx.Done():
 		}
 	}
-	if _, err := r.store.Apply(context.WithoutCancel(ctx), t.ID, repository.EventComplete, repository.Change{}); err != nil {
+	if _, err := r.store.Apply(context.WithoutCancel(ctx), t.ID, task.EventComplete, repository.Change{}); err != nil {
 		panic(err)
 	}
 }
@@ -63,30 +64,30 @@ func (r *recorder) ids() []int64 {
 // open, every other one closed.
 type fakeIssues struct{ open map[int]bool }
 
-func (f fakeIssues) Issue(_ context.Context, repo string, n int) (repository.Issue, error) {
+func (f fakeIssues) Issue(_ context.Context, repo string, n int) (task.Issue, error) {
 	state := "closed"
 	if f.open[n] {
 		state = "open"
 	}
-	return repository.Issue{Repo: repo, Number: n, State: state}, nil
+	return task.Issue{Repo: repo, Number: n, State: state}, nil
 }
 
 func (f fakeIssues) BlockedBy(context.Context, string, int) ([]int, error) { return nil, nil }
 
-func createTask(t *testing.T, store *repository.Store, n repository.NewTask) repository.Task {
+func createTask(t *testing.T, store *repository.Store, n repository.NewTask) task.Task {
 	t.Helper()
 	if n.Repo == "" {
 		n.Repo = "acme/widget"
 	}
 	if n.ActionType == "" {
-		n.ActionType = repository.ActionIssueAssigned
+		n.ActionType = task.ActionIssueAssigned
 	}
 	if n.Agent == "" {
 		n.Agent = "coder1"
 	}
-	task, err := store.CreateTask(context.Background(), n)
+	tk, err := store.CreateTask(context.Background(), n)
 	require.NoError(t, err)
-	return task
+	return tk
 }
 
 // run starts d and returns a stop that ends claims and waits for workers.
@@ -134,7 +135,7 @@ func TestClaimsOnlyForIdleWorkers(t *testing.T) {
 		d.Wake()
 		time.Sleep(20 * time.Millisecond)
 	}
-	pending, err := store.ListTasks(ctx, repository.TaskFilter{Status: repository.StatusPending})
+	pending, err := store.ListTasks(ctx, repository.TaskFilter{Status: task.StatusPending})
 	require.NoError(t, err)
 	assert.Len(t, pending, 4, "only two tasks may be claimed by two busy workers")
 	assert.Equal(t, 2, d.Running())
@@ -172,17 +173,17 @@ func TestGuardrails(t *testing.T) {
 		agents      []Agent
 		spawnsToday int
 		open        map[int]bool
-		wantStatus  repository.Status
+		wantStatus  task.Status
 		wantError   string
 	}{
-		{name: "mention chain too long fails", task: repository.NewTask{ActionType: repository.ActionMention, HopCount: 5},
-			wantStatus: repository.StatusFailed, wantError: "mention chain of 5 hops"},
+		{name: "mention chain too long fails", task: repository.NewTask{ActionType: task.ActionMention, HopCount: 5},
+			wantStatus: task.StatusFailed, wantError: "mention chain of 5 hops"},
 		{name: "issue spawn budget holds", spawnsToday: 3,
-			wantStatus: repository.StatusPending, wantError: "3 spawns on this issue in 24h (budget 3)"},
+			wantStatus: task.StatusPending, wantError: "3 spawns on this issue in 24h (budget 3)"},
 		{name: "open dependency holds", task: repository.NewTask{DependsOn: []int{7}}, open: map[int]bool{7: true},
-			wantStatus: repository.StatusPending, wantError: "waits for #7"},
+			wantStatus: task.StatusPending, wantError: "waits for #7"},
 		{name: "closed dependency passes", task: repository.NewTask{DependsOn: []int{7}},
-			wantStatus: repository.StatusClaimed},
+			wantStatus: task.StatusClaimed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,41 +191,41 @@ func TestGuardrails(t *testing.T) {
 			ctx := context.Background()
 			agents := []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}
 			tt.task.IssueNumber = 4
-			task := createTask(t, store, tt.task)
+			tk := createTask(t, store, tt.task)
 			for i := range tt.spawnsToday {
-				past := task
-				past.ID = createTask(t, store, repository.NewTask{IssueNumber: 4, ActionType: repository.ActionMention,
+				past := tk
+				past.ID = createTask(t, store, repository.NewTask{IssueNumber: 4, ActionType: task.ActionMention,
 					Agent: "coder1", DedupeKey: string(rune('a' + i))}).ID
 				_, err := store.StartAttempt(ctx, past, "r0", "")
 				require.NoError(t, err)
-				_, err = store.Apply(ctx, past.ID, repository.EventCancel, repository.Change{Error: "test"})
+				_, err = store.Apply(ctx, past.ID, task.EventCancel, repository.Change{Error: "test"})
 				require.NoError(t, err)
 			}
 			h := newRecorder(store, false)
 			d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, Agents: agents,
 				SpawnsPerIssuePerDay: 3, MaxHops: 4}, store, fakeIssues{open: tt.open}, h)
 			stop := run(d)
-			if tt.wantStatus == repository.StatusClaimed {
-				assert.Equal(t, task.ID, receive(t, h.got))
+			if tt.wantStatus == task.StatusClaimed {
+				assert.Equal(t, tk.ID, receive(t, h.got))
 				stop()
 				return
 			}
 			// A hold gives the claim back (it was not a run) and counts as a hold.
 			wantDispatches, wantHolds := 1, 0
-			if tt.wantStatus == repository.StatusPending {
+			if tt.wantStatus == task.StatusPending {
 				wantDispatches, wantHolds = 0, 1
 			}
 			require.Eventually(t, func() bool {
-				got, err := store.Task(ctx, task.ID)
+				got, err := store.Task(ctx, tk.ID)
 				return err == nil && got.DispatchCount == wantDispatches && got.Holds == wantHolds &&
 					got.Status == tt.wantStatus && got.LeaseOwner == ""
 			}, 10*time.Second, 10*time.Millisecond)
 			stop()
-			got, err := store.Task(ctx, task.ID)
+			got, err := store.Task(ctx, tk.ID)
 			require.NoError(t, err)
 			assert.Contains(t, got.LastError, tt.wantError)
 			assert.Empty(t, h.ids(), "a guarded task is never handed to the spawner")
-			if tt.wantStatus == repository.StatusPending {
+			if tt.wantStatus == task.StatusPending {
 				assert.True(t, got.NotBefore.After(time.Now().Add(20*time.Second)), "it waits before the next claim")
 			}
 		})
@@ -239,11 +240,11 @@ type flakyIssues struct {
 
 var errGiteaDown = errors.New("gitea: 502 Bad Gateway")
 
-func (f *flakyIssues) Issue(_ context.Context, repo string, n int) (repository.Issue, error) {
+func (f *flakyIssues) Issue(_ context.Context, repo string, n int) (task.Issue, error) {
 	if f.down.Load() {
-		return repository.Issue{}, errGiteaDown
+		return task.Issue{}, errGiteaDown
 	}
-	return repository.Issue{Repo: repo, Number: n, State: "closed"}, nil
+	return task.Issue{Repo: repo, Number: n, State: "closed"}, nil
 }
 
 func (f *flakyIssues) BlockedBy(ctx context.Context, _ string, _ int) ([]int, error) {
@@ -284,8 +285,8 @@ func TestGiteaOutageHoldsTasksWithoutFailingThem(t *testing.T) {
 	const outageHolds = 12 // max_retries (2) + 5 dispatches would have failed each task after 8
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
-			task, err := store.Task(ctx, id)
-			if err != nil || task.Holds < outageHolds {
+			tk, err := store.Task(ctx, id)
+			if err != nil || tk.Holds < outageHolds {
 				return false
 			}
 		}
@@ -297,10 +298,10 @@ func TestGiteaOutageHoldsTasksWithoutFailingThem(t *testing.T) {
 	require.Eventually(t, func() bool { return len(h.ids()) == len(ids) }, time.Minute, 10*time.Millisecond)
 	assert.ElementsMatch(t, ids, h.ids(), "every task ran exactly once")
 	for _, id := range ids {
-		task, err := store.Task(ctx, id)
+		tk, err := store.Task(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, repository.StatusDone, task.Status, "task %d", id)
-		assert.Equal(t, 1, task.DispatchCount, "task %d: its holds were not counted as dispatches", id)
+		assert.Equal(t, task.StatusDone, tk.Status, "task %d", id)
+		assert.Equal(t, 1, tk.DispatchCount, "task %d: its holds were not counted as dispatches", id)
 	}
 }
 
@@ -312,7 +313,7 @@ func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
 	store := pgtest.Store(t)
 	ctx := context.Background()
 	gitea := &flakyIssues{delay: time.Hour}
-	task := createTask(t, store, repository.NewTask{IssueNumber: 5, DependsOn: []int{1}})
+	tk := createTask(t, store, repository.NewTask{IssueNumber: 5, DependsOn: []int{1}})
 	h := newRecorder(store, false)
 	d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, LeaseTTL: 300 * time.Millisecond,
 		GuardTimeout: 1500 * time.Millisecond, Agents: []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}},
@@ -325,9 +326,9 @@ func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
 		rescued, err := store.RescueExpired(ctx)
 		require.NoError(t, err)
 		require.Empty(t, rescued, "the lease expired under a live runner")
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
-		if got.Status == repository.StatusPending && got.Holds == 1 {
+		if got.Status == task.StatusPending && got.Holds == 1 {
 			assert.Contains(t, got.LastError, "did not answer within 1.5s")
 			break
 		}

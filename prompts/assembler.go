@@ -4,21 +4,21 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
 
 // Reader is where the assembler reads a task's issue and its context
-// (repository.IssueReader: mozi's cache first, Gitea on a miss).
+// (gitea.IssueReader: mozi's cache first, Gitea on a miss).
 type Reader interface {
 	IssueSource
-	MergeTask(ctx context.Context, t repository.Task) (repository.MergedTask, error)
+	MergeTask(ctx context.Context, t task.Task) (task.MergedTask, error)
 }
 
 // AttemptLister lists a task's runs (repository.Store), for the retry
 // context.
 type AttemptLister interface {
-	Attempts(ctx context.Context, taskID int64) ([]repository.Attempt, error)
+	Attempts(ctx context.Context, taskID int64) ([]task.Attempt, error)
 }
 
 // AssemblerConfig configures an Assembler.
@@ -50,7 +50,7 @@ func NewAssembler(cfg AssemblerConfig) *Assembler {
 // Gather resolves the task (as claimed: its issue merged with the local
 // row) into the input its prompt is built from, with the previous
 // attempt's error and output on a retry.
-func (a *Assembler) Gather(ctx context.Context, t repository.Task) (*Input, error) {
+func (a *Assembler) Gather(ctx context.Context, t task.Task) (*Input, error) {
 	agent, ok := a.cfg.Agents[t.Agent]
 	if !ok {
 		return nil, fmt.Errorf("agent %s is not declared", t.Agent)
@@ -75,7 +75,7 @@ func (a *Assembler) Gather(ctx context.Context, t repository.Task) (*Input, erro
 
 // retry tells a run what the previous, failed, attempt left; nil when the
 // previous attempt ended cleanly.
-func (a *Assembler) retry(ctx context.Context, t repository.Task) (*Retry, error) {
+func (a *Assembler) retry(ctx context.Context, t task.Task) (*Retry, error) {
 	rt := &Retry{Attempt: t.DispatchCount, Error: t.LastError}
 	if a.cfg.Attempts == nil {
 		return rt, nil
@@ -89,7 +89,7 @@ func (a *Assembler) retry(ctx context.Context, t repository.Task) (*Retry, error
 			continue // the run being prepared, when it has its row already
 		}
 		last := attempts[i]
-		if last.Outcome == repository.AttemptSucceeded {
+		if last.Outcome == task.AttemptSucceeded {
 			return nil, nil // a follow-up after a clean run: its own section says what is missing
 		}
 		if last.Error != "" {

@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
-// IssueSource is where Gather reads issues (repository.IssueReader: mozi's
+// IssueSource is where Gather reads issues (gitea.IssueReader: mozi's
 // cache first, Gitea on a miss).
 type IssueSource interface {
-	Issue(ctx context.Context, repo string, number int) (repository.Issue, error)
+	Issue(ctx context.Context, repo string, number int) (task.Issue, error)
 	LatestReport(ctx context.Context, repo string, number int) (string, error)
 	BlockedBy(ctx context.Context, repo string, number int) ([]int, error)
-	SubIssues(ctx context.Context, repo string, parent int) ([]repository.Issue, error)
+	SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error)
 }
 
 // Bounds of the context gathered for one prompt.
@@ -28,10 +28,10 @@ const (
 // (from the task's cached copy when the source cannot tell), the issues it
 // builds on and, for a round review, the parent's sub-issues. A related
 // issue the source cannot read is left out rather than failing the prompt.
-func Gather(ctx context.Context, src IssueSource, task repository.Task, agent Agent, giteaURL, lead string) (*Input, error) {
-	in := &Input{Task: task, Agent: agent, GiteaURL: giteaURL, Lead: lead}
-	if task.IssueNumber > 0 {
-		issue, err := src.Issue(ctx, task.Repo, task.IssueNumber)
+func Gather(ctx context.Context, src IssueSource, t task.Task, agent Agent, giteaURL, lead string) (*Input, error) {
+	in := &Input{Task: t, Agent: agent, GiteaURL: giteaURL, Lead: lead}
+	if t.IssueNumber > 0 {
+		issue, err := src.Issue(ctx, t.Repo, t.IssueNumber)
 		switch {
 		case err == nil:
 			in.Issue = issue
@@ -39,11 +39,11 @@ func Gather(ctx context.Context, src IssueSource, task repository.Task, agent Ag
 			return nil, err
 		default:
 			// The task's own copy, from the webhook that made it.
-			in.Issue = repository.Issue{Repo: task.Repo, Number: task.IssueNumber, Title: task.Meta.Title,
-				Body: task.IssueBodyCache, Labels: task.Meta.Labels, Author: task.Meta.IssueAuthor}
+			in.Issue = task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title,
+				Body: t.IssueBodyCache, Labels: t.Meta.Labels, Author: t.Meta.IssueAuthor}
 		}
 	}
-	rel, err := relations(ctx, src, task)
+	rel, err := relations(ctx, src, t)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func Gather(ctx context.Context, src IssueSource, task repository.Task, agent Ag
 		if len(in.Prior) == MaxPrior {
 			break
 		}
-		related, ok, err := readRelated(ctx, src, task.Repo, r.number, r.relation)
+		related, ok, err := readRelated(ctx, src, t.Repo, r.number, r.relation)
 		if err != nil {
 			return nil, err
 		}
@@ -59,13 +59,13 @@ func Gather(ctx context.Context, src IssueSource, task repository.Task, agent Ag
 			in.Prior = append(in.Prior, related)
 		}
 	}
-	if task.ActionType == repository.ActionRoundReview {
-		subs, err := src.SubIssues(ctx, task.Repo, task.IssueNumber)
+	if t.ActionType == task.ActionRoundReview {
+		subs, err := src.SubIssues(ctx, t.Repo, t.IssueNumber)
 		if err != nil {
-			return nil, fmt.Errorf("sub-issues of %s#%d: %w", task.Repo, task.IssueNumber, err)
+			return nil, fmt.Errorf("sub-issues of %s#%d: %w", t.Repo, t.IssueNumber, err)
 		}
 		for _, sub := range subs[:min(len(subs), MaxSubIssues)] {
-			report, err := src.LatestReport(ctx, task.Repo, sub.Number)
+			report, err := src.LatestReport(ctx, t.Repo, sub.Number)
 			if err != nil && errors.Is(err, context.Canceled) {
 				return nil, err
 			}
@@ -83,10 +83,10 @@ type relation struct {
 
 // relations lists the issues a task builds on, without repeats: its
 // Depends: lines, its parent, and Gitea's native blocked-by.
-func relations(ctx context.Context, src IssueSource, task repository.Task) ([]relation, error) {
+func relations(ctx context.Context, src IssueSource, t task.Task) ([]relation, error) {
 	var out []relation
 	add := func(n int, rel string) {
-		if n <= 0 || n == task.IssueNumber {
+		if n <= 0 || n == t.IssueNumber {
 			return
 		}
 		if i := slices.IndexFunc(out, func(r relation) bool { return r.number == n }); i >= 0 {
@@ -95,12 +95,12 @@ func relations(ctx context.Context, src IssueSource, task repository.Task) ([]re
 		}
 		out = append(out, relation{n, rel})
 	}
-	for _, d := range task.DependsOn {
+	for _, d := range t.DependsOn {
 		add(d, "depends")
 	}
-	add(task.ParentIssue, "parent")
-	if task.IssueNumber > 0 {
-		blocked, err := src.BlockedBy(ctx, task.Repo, task.IssueNumber)
+	add(t.ParentIssue, "parent")
+	if t.IssueNumber > 0 {
+		blocked, err := src.BlockedBy(ctx, t.Repo, t.IssueNumber)
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}

@@ -7,15 +7,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
 
 // Input is everything a prompt is built from, resolved beforehand (Gather
 // does it from a task).
 type Input struct {
-	Task  repository.Task
-	Issue repository.Issue // the issue or pull request the task is about
+	Task  task.Task
+	Issue task.Issue // the issue or pull request the task is about
 	Agent Agent
 	// GiteaURL is Gitea's base URL (for the API and wiki links).
 	GiteaURL string
@@ -157,8 +157,8 @@ func (in *Input) Branch() string {
 
 // branch is the branch the agent works on: the pull request's, or a new
 // one named <kind>/<issue>-<brief>.
-func branch(t repository.Task, m repository.Meta, brief string) string {
-	if m.HeadBranch != "" && t.ActionType != repository.ActionIssueAssigned {
+func branch(t task.Task, m task.Meta, brief string) string {
+	if m.HeadBranch != "" && t.ActionType != task.ActionIssueAssigned {
 		return m.HeadBranch
 	}
 	kind := templates.BranchKind(t.BusinessType)

@@ -19,11 +19,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
-	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden prompts")
@@ -35,16 +37,16 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 type world struct {
 	store  *repository.Store
 	gitea  *giteatest.Server
-	reader *repository.IssueReader
-	tasks  []repository.Task
+	reader *gitea.IssueReader
+	tasks  []task.Task
 }
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
 	store := pgtest.Store(t)
 	ctx := context.Background()
-	mapper := webhook.NewMapper(webhook.MapperConfig{BotUser: "mozi", TaskBudgetPerHour: 1000,
-		Route: templates.RouteBusinessType, Agents: webhook.NewAgents([]webhook.Agent{
+	mapper := rules.New(rules.Config{BotUser: "mozi", TaskBudgetPerHour: 1000,
+		Route: templates.RouteBusinessType, Agents: rules.NewAgents([]rules.Agent{
 			{Login: "coder1"}, {Login: "coder2"}, {Login: "infra1", Infra: true},
 			{Login: "reviewer1"}, {Login: "lead", Lead: true}})})
 	for _, f := range recording.MustLoad() {
@@ -61,22 +63,22 @@ func newWorld(t testing.TB) *world {
 	}
 	srv := giteatest.New()
 	t.Cleanup(srv.Close)
-	g, err := repository.NewGitea(repository.GiteaConfig{URL: srv.URL, Token: giteatest.Token})
+	g, err := gitea.New(gitea.Config{URL: srv.URL, Token: giteatest.Token})
 	require.NoError(t, err)
 	tasks, err := store.ListTasks(ctx, repository.TaskFilter{Limit: 1000})
 	require.NoError(t, err)
-	return &world{store: store, gitea: srv, reader: repository.NewIssueReader(store, g), tasks: tasks}
+	return &world{store: store, gitea: srv, reader: gitea.NewIssueReader(store, g), tasks: tasks}
 }
 
-func (w *world) find(t testing.TB, action repository.ActionType, agent string, business repository.BusinessType) repository.Task {
+func (w *world) find(t testing.TB, action task.ActionType, agent string, business task.BusinessType) task.Task {
 	t.Helper()
-	for _, task := range w.tasks {
-		if task.ActionType == action && task.Agent == agent && (business == "" || task.BusinessType == business) {
-			return task
+	for _, tk := range w.tasks {
+		if tk.ActionType == action && tk.Agent == agent && (business == "" || tk.BusinessType == business) {
+			return tk
 		}
 	}
 	t.Fatalf("no recorded %s task for %s", action, agent)
-	return repository.Task{}
+	return task.Task{}
 }
 
 func agentFor(login string) Agent {
@@ -91,7 +93,7 @@ func agentFor(login string) Agent {
 
 type promptCase struct {
 	name  string
-	task  repository.Task
+	task  task.Task
 	retry *Retry
 	// own: the agent works in its own directory (workspace: none) instead
 	// of a worktree mozi prepared; noGitea: no gitea.url configured.
@@ -102,46 +104,46 @@ type promptCase struct {
 // recorded sequence produced, and variations of them for what it did not.
 func (w *world) cases(t testing.TB) []promptCase {
 	t.Helper()
-	bug := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
-	infra := w.find(t, repository.ActionIssueAssigned, "coder2", repository.BusinessInfrastructure)
-	ci := w.find(t, repository.ActionCIFailure, "coder2", "")
+	bug := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
+	infra := w.find(t, task.ActionIssueAssigned, "coder2", task.BusinessInfrastructure)
+	ci := w.find(t, task.ActionCIFailure, "coder2", "")
 	out := []promptCase{
 		{name: "issue_assigned-bug", task: bug},
 		{name: "issue_assigned-infrastructure", task: infra},
-		{name: "issue_assigned-docs", task: w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessDocs)},
-		{name: "mention", task: w.find(t, repository.ActionMention, "infra1", "")},
-		{name: "review_request", task: w.find(t, repository.ActionReviewRequest, "reviewer1", "")},
-		{name: "review_result", task: w.find(t, repository.ActionReviewResult, "coder2", "")},
-		{name: "review_updated", task: w.find(t, repository.ActionReviewUpdated, "reviewer1", "")},
-		{name: "review_comment", task: w.find(t, repository.ActionReviewComment, "coder2", "")},
+		{name: "issue_assigned-docs", task: w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessDocs)},
+		{name: "mention", task: w.find(t, task.ActionMention, "infra1", "")},
+		{name: "review_request", task: w.find(t, task.ActionReviewRequest, "reviewer1", "")},
+		{name: "review_result", task: w.find(t, task.ActionReviewResult, "coder2", "")},
+		{name: "review_updated", task: w.find(t, task.ActionReviewUpdated, "reviewer1", "")},
+		{name: "review_comment", task: w.find(t, task.ActionReviewComment, "coder2", "")},
 		{name: "ci_failure", task: ci},
-		{name: "review_merged", task: w.find(t, repository.ActionReviewMerged, "coder2", "")},
-		{name: "issue_closed", task: w.find(t, repository.ActionIssueClosed, "coder1", "")},
+		{name: "review_merged", task: w.find(t, task.ActionReviewMerged, "coder2", "")},
+		{name: "issue_closed", task: w.find(t, task.ActionIssueClosed, "coder1", "")},
 		{name: "issue_assigned-bug-retry", task: bug, retry: &Retry{Attempt: 2,
 			Error: "exit status 1", OutputTail: "go test ./...\n--- FAIL: TestBucket (0.00s)\nFAIL"}},
 		{name: "issue_assigned-bug-own-workdir", task: bug, own: true},
 		{name: "issue_assigned-bug-no-gitea", task: bug, noGitea: true},
 	}
 	followUp := bug
-	followUp.Meta.FollowUp = repository.FollowUpPullRequest
+	followUp.Meta.FollowUp = task.FollowUpPullRequest
 	out = append(out, promptCase{name: "issue_assigned-bug-follow-up", task: followUp})
-	for _, b := range []repository.BusinessType{repository.BusinessFeature, repository.BusinessImpl,
-		repository.BusinessRefactor, repository.BusinessTest} {
-		task := infra
-		task.BusinessType = b
-		out = append(out, promptCase{name: "issue_assigned-" + string(b), task: task})
+	for _, b := range []task.BusinessType{task.BusinessFeature, task.BusinessImpl,
+		task.BusinessRefactor, task.BusinessTest} {
+		tk := infra
+		tk.BusinessType = b
+		out = append(out, promptCase{name: "issue_assigned-" + string(b), task: tk})
 	}
-	for _, a := range []repository.ActionType{repository.ActionDeployFailure, repository.ActionInfrastructureFailure} {
-		task := ci
-		task.ActionType, task.Agent, task.IssueNumber, task.PRNumber = a, "infra1", 0, 0
-		task.Meta.StatusCtx, task.Meta.HeadBranch = "deploy/production", ""
-		out = append(out, promptCase{name: string(a), task: task})
+	for _, a := range []task.ActionType{task.ActionDeployFailure, task.ActionInfrastructureFailure} {
+		tk := ci
+		tk.ActionType, tk.Agent, tk.IssueNumber, tk.PRNumber = a, "infra1", 0, 0
+		tk.Meta.StatusCtx, tk.Meta.HeadBranch = "deploy/production", ""
+		out = append(out, promptCase{name: string(a), task: tk})
 	}
-	parent := repository.Task{Repo: "acme/widget", IssueNumber: 1, ActionType: repository.ActionDiscussion,
-		Agent: "coder2", Priority: 1, Status: repository.StatusPending}
+	parent := task.Task{Repo: "acme/widget", IssueNumber: 1, ActionType: task.ActionDiscussion,
+		Agent: "coder2", Priority: 1, Status: task.StatusPending}
 	out = append(out, promptCase{name: "discussion", task: parent})
 	round := parent
-	round.ActionType, round.Agent, round.Meta.Round = repository.ActionRoundReview, "lead", 1
+	round.ActionType, round.Agent, round.Meta.Round = task.ActionRoundReview, "lead", 1
 	out = append(out, promptCase{name: "round_review", task: round})
 	return out
 }
@@ -185,7 +187,7 @@ func TestGoldenPrompts(t *testing.T) {
 		b := NewBuilder(set, nil, 0)
 		for _, c := range w.cases(t) {
 			covered[string(c.task.ActionType)] = true
-			if c.task.ActionType == repository.ActionIssueAssigned {
+			if c.task.ActionType == task.ActionIssueAssigned {
 				covered["business/"+string(c.task.BusinessType)] = true
 			}
 			p := w.build(t, b, c)
@@ -202,10 +204,10 @@ func TestGoldenPrompts(t *testing.T) {
 			assert.Equal(t, string(want), text, "%s differs from %s (go test ./prompts -run Golden -update)", c.name, path)
 		}
 	}
-	for _, a := range repository.ActionTypes {
+	for _, a := range task.ActionTypes {
 		assert.True(t, covered[string(a)], "no golden prompt for %s", a)
 	}
-	for _, bt := range repository.BusinessTypes {
+	for _, bt := range task.BusinessTypes {
 		assert.True(t, covered["business/"+string(bt)], "no golden prompt for business type %s", bt)
 	}
 }
@@ -257,24 +259,24 @@ func TestNoPlaceholderLeftUnfilled(t *testing.T) {
 }
 
 // labelsFor lists the labels a task's prompt renders.
-func labelsFor(task repository.Task, in *Input) []string {
+func labelsFor(t task.Task, in *Input) []string {
 	out := []string{"steps", "no_body", "cut"}
 	switch {
-	case task.IssueNumber == 0:
+	case t.IssueNumber == 0:
 		out = append(out, "subject_repo")
-	case task.PRNumber == task.IssueNumber:
+	case t.PRNumber == t.IssueNumber:
 		out = append(out, "subject_pull")
 	default:
 		out = append(out, "subject_issue")
 	}
-	switch task.ActionType {
-	case repository.ActionReviewResult, repository.ActionReviewComment:
+	switch t.ActionType {
+	case task.ActionReviewResult, task.ActionReviewComment:
 		out = append(out, "review")
-	case repository.ActionMention:
+	case task.ActionMention:
 		out = append(out, "comment")
-	case repository.ActionCIFailure, repository.ActionDeployFailure, repository.ActionInfrastructureFailure:
+	case task.ActionCIFailure, task.ActionDeployFailure, task.ActionInfrastructureFailure:
 		out = append(out, "check")
-	case repository.ActionRoundReview:
+	case task.ActionRoundReview:
 		out = append(out, "sub_issues")
 	}
 	if len(in.Prior) > 0 || len(in.SubIssues) > 0 {
@@ -338,8 +340,8 @@ func TestHugeInputsStayWithinBudget(t *testing.T) {
 	require.NoError(t, err)
 	b := NewBuilder(set, nil, 0)
 
-	task := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
-	in, err := Gather(context.Background(), w.reader, task, agentFor("coder1"), w.gitea.URL, "lead")
+	tk := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
+	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
 	require.NoError(t, err)
 	// A 1 MiB body with multi-byte runes, a huge role, huge prior reports.
 	in.Issue.Body = strings.Repeat("日本語のテキスト and ASCII. ", (1<<20)/40)
@@ -377,8 +379,8 @@ func TestLongCommentThreadStaysWithinBudget(t *testing.T) {
 	}
 	set, err := templates.Load("en", "")
 	require.NoError(t, err)
-	task := w.find(t, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
-	in, err := Gather(context.Background(), w.reader, task, agentFor("coder1"), w.gitea.URL, "lead")
+	tk := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
+	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
 	require.NoError(t, err)
 	p, err := NewBuilder(set, nil, 0).Build(in)
 	require.NoError(t, err)
@@ -391,10 +393,10 @@ func BenchmarkBuildWarm(b *testing.B) {
 	set, err := templates.Load("en", "")
 	require.NoError(b, err)
 	builder := NewBuilder(set, nil, 0)
-	task := w.find(b, repository.ActionIssueAssigned, "coder1", repository.BusinessBug)
+	t := w.find(b, task.ActionIssueAssigned, "coder1", task.BusinessBug)
 	ctx := context.Background()
 	build := func() {
-		in, err := Gather(ctx, w.reader, task, agentFor("coder1"), w.gitea.URL, "lead")
+		in, err := Gather(ctx, w.reader, t, agentFor("coder1"), w.gitea.URL, "lead")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -425,7 +427,7 @@ func TestRoundReviewAndDiscussionOpenNoPullRequest(t *testing.T) {
 		require.NoError(t, err)
 		b := NewBuilder(set, nil, 0)
 		for _, c := range w.cases(t) {
-			if c.task.ActionType != repository.ActionRoundReview && c.task.ActionType != repository.ActionDiscussion {
+			if c.task.ActionType != task.ActionRoundReview && c.task.ActionType != task.ActionDiscussion {
 				continue
 			}
 			p := w.build(t, b, c)

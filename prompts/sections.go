@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // textSection renders one of the template set's section texts as it is.
@@ -149,20 +149,20 @@ func (s toolchainSection) details(r *Renderer) []string {
 	t, m := r.In.Task, r.In.Task.Meta
 	var out []string
 	switch t.ActionType {
-	case repository.ActionReviewResult, repository.ActionReviewComment:
+	case task.ActionReviewResult, task.ActionReviewComment:
 		if strings.TrimSpace(m.ReviewBody) != "" {
 			out = append(out, "## "+r.Label("review")+"\n"+r.Cut(quote(m.ReviewBody), 8<<10))
 		}
-	case repository.ActionMention:
+	case task.ActionMention:
 		if strings.TrimSpace(m.CommentBody) != "" {
 			out = append(out, "## "+r.Label("comment")+"\n"+r.Cut(quote(m.CommentBody), 8<<10))
 		}
-	case repository.ActionCIFailure, repository.ActionDeployFailure, repository.ActionInfrastructureFailure:
+	case task.ActionCIFailure, task.ActionDeployFailure, task.ActionInfrastructureFailure:
 		out = append(out, fmt.Sprintf("## %s\n- context: %s\n- state: %s\n- commit: %s\n- log: %s",
 			r.Label("check"), m.StatusCtx, m.StatusState, m.HeadSHA, m.TargetURL))
-	case repository.ActionDiscussion:
+	case task.ActionDiscussion:
 		out = append(out, r.Section("discussion"))
-	case repository.ActionRoundReview:
+	case task.ActionRoundReview:
 		var b strings.Builder
 		fmt.Fprintf(&b, "## %s\n", r.Label("sub_issues"))
 		per := (8 << 10) / max(1, len(r.In.SubIssues))

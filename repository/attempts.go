@@ -4,58 +4,25 @@ import (
 	"context"
 	"fmt"
 	"time"
-)
 
-// Attempt outcomes.
-const (
-	AttemptRunning     = "running"
-	AttemptSucceeded   = "succeeded" // exit 0
-	AttemptFailed      = "failed"    // non-zero exit
-	AttemptTimeout     = "timeout"   // killed at its wall-clock limit
-	AttemptBudget      = "budget_exceeded"
-	AttemptInterrupted = "interrupted" // mozi shut down; not counted as a failure
-	AttemptRescued     = "rescued"     // its runner died
-	AttemptSpawnError  = "spawn_error" // the command could not start
-	AttemptLost        = "lease_lost"  // another runner took the task over
+	"github.com/moziplus/mozi/repository/task"
 )
-
-// Attempt is one spawn of an agent for a task.
-type Attempt struct {
-	ID         int64
-	TaskID     int64
-	Attempt    int
-	Agent      string
-	Runner     string
-	Repo       string
-	Issue      int
-	StartedAt  time.Time
-	FinishedAt time.Time
-	ExitCode   *int
-	Outcome    string
-	Error      string
-	OutputTail string
-	LogPath    string
-	Duration   time.Duration
-	TokensIn   int64
-	TokensOut  int64
-	CostUSD    float64
-}
 
 // StartAttempt records that a task's agent is being spawned.
-func (s *Store) StartAttempt(ctx context.Context, t Task, runner, logPath string) (Attempt, error) {
-	a, err := insertAttempt(ctx, s.pool, t, runner, logPath)
+func (q *Queries) StartAttempt(ctx context.Context, t task.Task, runner, logPath string) (task.Attempt, error) {
+	a, err := q.insertAttempt(ctx, t, runner, logPath)
 	if err != nil {
-		return Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", t.DispatchCount, t.ID, err)
+		return task.Attempt{}, fmt.Errorf("record attempt %d of task %d: %w", t.DispatchCount, t.ID, err)
 	}
 	return a, nil
 }
 
 // insertAttempt records attempt t.DispatchCount of t as running; a rescued
 // attempt that is run again reuses its row.
-func insertAttempt(ctx context.Context, q querier, t Task, runner, logPath string) (Attempt, error) {
-	a := Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
-		Issue: t.IssueNumber, LogPath: logPath, Outcome: AttemptRunning}
-	err := q.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
+func (q *Queries) insertAttempt(ctx context.Context, t task.Task, runner, logPath string) (task.Attempt, error) {
+	a := task.Attempt{TaskID: t.ID, Attempt: t.DispatchCount, Agent: t.Agent, Runner: runner, Repo: t.Repo,
+		Issue: t.IssueNumber, LogPath: logPath, Outcome: task.AttemptRunning}
+	err := q.db.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
 			issue_number, log_path) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (task_id, attempt) DO UPDATE SET started_at = now(), runner = EXCLUDED.runner,
 			finished_at = NULL, outcome = 'running', log_path = EXCLUDED.log_path
@@ -65,16 +32,12 @@ func insertAttempt(ctx context.Context, q querier, t Task, runner, logPath strin
 }
 
 // FinishAttempt records how an attempt ended.
-func (s *Store) FinishAttempt(ctx context.Context, a Attempt) error {
-	return finishAttempt(ctx, s.pool, a)
-}
-
-func finishAttempt(ctx context.Context, q querier, a Attempt) error {
+func (q *Queries) FinishAttempt(ctx context.Context, a task.Attempt) error {
 	var cost *float64
 	if a.CostUSD > 0 {
 		cost = &a.CostUSD
 	}
-	_, err := q.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), exit_code = $2, outcome = $3,
+	_, err := q.db.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), exit_code = $2, outcome = $3,
 			error = $4, output_tail = $5, duration_ms = $6, tokens_in = NULLIF($7, 0),
 			tokens_out = NULLIF($8, 0), cost_usd = $9
 		WHERE id = $1`,
@@ -86,8 +49,8 @@ func finishAttempt(ctx context.Context, q querier, a Attempt) error {
 }
 
 // Attempts lists a task's attempts, oldest first.
-func (s *Store) Attempts(ctx context.Context, taskID int64) ([]Attempt, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, task_id, attempt, agent, runner, repo, issue_number,
+func (q *Queries) Attempts(ctx context.Context, taskID int64) ([]task.Attempt, error) {
+	rows, err := q.db.Query(ctx, `SELECT id, task_id, attempt, agent, runner, repo, issue_number,
 			started_at, finished_at, exit_code, outcome, error, output_tail, log_path,
 			COALESCE(duration_ms, 0), COALESCE(tokens_in, 0), COALESCE(tokens_out, 0), COALESCE(cost_usd, 0)::float8
 		FROM task_attempts WHERE task_id = $1 ORDER BY attempt, id`, taskID)
@@ -95,10 +58,10 @@ func (s *Store) Attempts(ctx context.Context, taskID int64) ([]Attempt, error) {
 		return nil, fmt.Errorf("list attempts of task %d: %w", taskID, err)
 	}
 	defer rows.Close()
-	var out []Attempt
+	var out []task.Attempt
 	for rows.Next() {
 		var (
-			a        Attempt
+			a        task.Attempt
 			finished *time.Time
 			ms       int64
 			exit     *int32
@@ -120,8 +83,8 @@ func (s *Store) Attempts(ctx context.Context, taskID int64) ([]Attempt, error) {
 
 // SpawnCounts counts the attempts started since for an issue and for an
 // agent: the spawn budgets.
-func (s *Store) SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (perIssue, perAgent int, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT
+func (q *Queries) SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (perIssue, perAgent int, err error) {
+	err = q.db.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM task_attempts WHERE repo = $1 AND issue_number = $2 AND started_at > $4),
 			(SELECT count(*) FROM task_attempts WHERE agent = $3 AND started_at > $4)`,
 		repo, issue, agent, since).Scan(&perIssue, &perAgent)
@@ -134,34 +97,34 @@ func (s *Store) SpawnCounts(ctx context.Context, repo string, issue int, agent s
 // StartRun moves a claimed task to working for owner and records its
 // attempt, in one transaction. started is false when the task moved
 // meanwhile (nothing is recorded then).
-func (s *Store) StartRun(ctx context.Context, t Task, owner, logPath string) (Attempt, bool, error) {
+func (s *Store) StartRun(ctx context.Context, t task.Task, owner, logPath string) (task.Attempt, bool, error) {
 	var (
-		a       Attempt
+		a       task.Attempt
 		started bool
 	)
 	err := s.InTx(ctx, func(tx *Tx) error {
-		res, err := tx.Apply(ctx, t.ID, EventStart, Change{LeaseOwner: owner})
+		res, err := tx.Apply(ctx, t.ID, task.EventStart, Change{LeaseOwner: owner})
 		if err != nil || !res.Applied {
 			return err
 		}
 		started = true
-		a, err = insertAttempt(ctx, tx.tx, t, owner, logPath)
+		a, err = tx.insertAttempt(ctx, t, owner, logPath)
 		return err
 	})
 	if err != nil {
-		return Attempt{}, false, fmt.Errorf("start run of task %d: %w", t.ID, err)
+		return task.Attempt{}, false, fmt.Errorf("start run of task %d: %w", t.ID, err)
 	}
 	return a, started, nil
 }
 
 // RunEnd is how a run ended, to record.
 type RunEnd struct {
-	Attempt Attempt
+	Attempt task.Attempt
 	// Owner is the runner that held the run's lease.
 	Owner string
 	// Event moves the task (with Change); "" only drops the run's lease
 	// (the task waits for Gitea).
-	Event  Event
+	Event  task.Event
 	Change Change
 	// Reclaim: the run ended by itself (it was not killed for a lost lease
 	// or a shutdown), so if the ticker rescued its task while the runner
@@ -178,17 +141,17 @@ func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 	a := e.Attempt
 	err := s.InTx(ctx, func(tx *Tx) error {
 		if a.ID != 0 {
-			if err := finishAttempt(ctx, tx.tx, a); err != nil {
+			if err := tx.FinishAttempt(ctx, a); err != nil {
 				return err
 			}
 		}
 		if e.Reclaim && a.Attempt > 0 {
-			if _, err := tx.Apply(ctx, a.TaskID, EventReclaim, Change{LeaseOwner: e.Owner, Attempt: a.Attempt}); err != nil {
+			if _, err := tx.Apply(ctx, a.TaskID, task.EventReclaim, Change{LeaseOwner: e.Owner, Attempt: a.Attempt}); err != nil {
 				return err
 			}
 		}
 		if e.Event == "" {
-			_, err := tx.tx.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
+			_, err := tx.db.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
 					updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, e.Owner)
 			return err
 		}

@@ -28,8 +28,8 @@ type Breaker struct {
 // trips the repository's breaker when the policy says so; tripped is true
 // only for the comment that trips it (a breaker open already is left as
 // it is).
-func (t *Tx) RecordAgentComment(ctx context.Context, repo string, issue int, author string, commentID int64, p BreakerPolicy) (Breaker, bool, error) {
-	if _, err := t.tx.Exec(ctx, `INSERT INTO agent_comments (repo, author, comment_id) VALUES ($1, $2, $3)
+func (q *Queries) RecordAgentComment(ctx context.Context, repo string, issue int, author string, commentID int64, p BreakerPolicy) (Breaker, bool, error) {
+	if _, err := q.db.Exec(ctx, `INSERT INTO agent_comments (repo, author, comment_id) VALUES ($1, $2, $3)
 		ON CONFLICT DO NOTHING`, repo, author, commentID); err != nil {
 		return Breaker{}, false, fmt.Errorf("count comment of %s on %s: %w", author, repo, err)
 	}
@@ -37,7 +37,7 @@ func (t *Tx) RecordAgentComment(ctx context.Context, repo string, issue int, aut
 		return Breaker{}, false, nil
 	}
 	b := Breaker{Repo: repo, Issue: issue}
-	err := t.tx.QueryRow(ctx, `
+	err := q.db.QueryRow(ctx, `
 		WITH recent AS (
 			SELECT count(*)::int AS n FROM agent_comments WHERE repo = $1 AND created_at > now() - $2::interval)
 		INSERT INTO repo_breakers (repo, tripped_at, open_until, comments, issue)
@@ -57,8 +57,8 @@ func (t *Tx) RecordAgentComment(ctx context.Context, repo string, issue int, aut
 }
 
 // UnannouncedBreakers lists open breakers whose comment is not posted yet.
-func (s *Store) UnannouncedBreakers(ctx context.Context) ([]Breaker, error) {
-	rows, err := s.pool.Query(ctx, `SELECT repo, tripped_at, open_until, comments, issue FROM repo_breakers
+func (q *Queries) UnannouncedBreakers(ctx context.Context) ([]Breaker, error) {
+	rows, err := q.db.Query(ctx, `SELECT repo, tripped_at, open_until, comments, issue FROM repo_breakers
 		WHERE notified_at IS NULL AND open_until > now() ORDER BY tripped_at`)
 	if err != nil {
 		return nil, fmt.Errorf("list circuit breakers: %w", err)
@@ -77,8 +77,8 @@ func (s *Store) UnannouncedBreakers(ctx context.Context) ([]Breaker, error) {
 
 // AnnounceBreaker records that a breaker's comment was posted; false when
 // someone else did it first or the breaker tripped again since.
-func (s *Store) AnnounceBreaker(ctx context.Context, b Breaker) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE repo_breakers SET notified_at = now()
+func (q *Queries) AnnounceBreaker(ctx context.Context, b Breaker) (bool, error) {
+	tag, err := q.db.Exec(ctx, `UPDATE repo_breakers SET notified_at = now()
 		WHERE repo = $1 AND tripped_at = $2 AND notified_at IS NULL`, b.Repo, b.TrippedAt)
 	if err != nil {
 		return false, fmt.Errorf("record circuit breaker comment of %s: %w", b.Repo, err)
@@ -87,9 +87,9 @@ func (s *Store) AnnounceBreaker(ctx context.Context, b Breaker) (bool, error) {
 }
 
 // OpenBreakers counts the repositories whose agent runs are paused.
-func (s *Store) OpenBreakers(ctx context.Context) (int, error) {
+func (q *Queries) OpenBreakers(ctx context.Context) (int, error) {
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM repo_breakers WHERE open_until > now()`).Scan(&n); err != nil {
+	if err := q.db.QueryRow(ctx, `SELECT count(*) FROM repo_breakers WHERE open_until > now()`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count open circuit breakers: %w", err)
 	}
 	return n, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // AgentLimit is an agent the dispatcher may spawn and its concurrency cap,
@@ -99,7 +101,7 @@ var taskColumnsT = qualify("t", taskColumns)
 
 // ClaimTasks claims up to req.Limit due tasks for req.Owner, in one
 // transaction under a claim lock shared by every replica.
-func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error) {
+func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]task.Task, error) {
 	if req.Limit <= 0 || len(req.Agents) == 0 {
 		return nil, nil
 	}
@@ -108,9 +110,9 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 	for i, a := range req.Agents {
 		logins[i], limits[i] = a.Login, int32(max(a.MaxConcurrency, 1))
 	}
-	var tasks []Task
+	var tasks []task.Task
 	err := s.InTx(ctx, func(tx *Tx) error {
-		if _, err := tx.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLockKey); err != nil {
+		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLockKey); err != nil {
 			return fmt.Errorf("take claim lock: %w", err)
 		}
 		// Planning this statement costs about as much as running it: plan
@@ -118,10 +120,10 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 		// A claim need not wait for its WAL flush: nothing is spawned
 		// before StartRun's durable commit, which flushes the claim too; a
 		// claim lost with the server only leaves its tasks pending.
-		if _, err := tx.tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`); err != nil {
+		if _, err := tx.db.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off`); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		rows, err := tx.tx.Query(ctx, claimSQL, logins, limits, req.Limit, req.Owner, leaseTTL(req.LeaseTTL))
+		rows, err := tx.db.Query(ctx, claimSQL, logins, limits, req.Limit, req.Owner, leaseTTL(req.LeaseTTL))
 		if err != nil {
 			return fmt.Errorf("claim tasks: %w", err)
 		}
@@ -131,14 +133,14 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]Task, error
 	if err != nil {
 		return nil, err
 	}
-	s.observe(EventClaim, StatusClaimed, len(tasks))
+	s.observe(task.EventClaim, task.StatusClaimed, len(tasks))
 	return tasks, nil
 }
 
 // Heartbeat extends a run's lease; false means the runner lost it (the
 // task was rescued or finished meanwhile) and must stop.
-func (s *Store) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() + $3::interval,
+func (q *Queries) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
+	tag, err := q.db.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() + $3::interval,
 			heartbeat_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner, leaseTTL(ttl))
 	if err != nil {
 		return false, fmt.Errorf("heartbeat task %d: %w", id, err)
@@ -149,10 +151,10 @@ func (s *Store) Heartbeat(ctx context.Context, id int64, owner string, ttl time.
 // RescueExpired returns claimed and working tasks whose lease expired (their
 // runner died) to pending, each exactly once, and closes their open
 // attempts as rescued.
-func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
-	var tasks []Task
+func (s *Store) RescueExpired(ctx context.Context) ([]task.Task, error) {
+	var tasks []task.Task
 	err := s.InTx(ctx, func(tx *Tx) error {
-		rows, err := tx.tx.Query(ctx, `UPDATE task_state t SET status = 'pending', lease_owner = NULL,
+		rows, err := tx.db.Query(ctx, `UPDATE task_state t SET status = 'pending', lease_owner = NULL,
 				lease_expires_at = NULL, not_before = now(), updated_at = now(),
 				last_error = 'rescued: its runner stopped renewing the lease'
 			WHERE t.status IN ('claimed', 'working') AND t.lease_expires_at < now()
@@ -167,7 +169,7 @@ func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
 		for i, t := range tasks {
 			ids[i] = t.ID
 		}
-		_, err = tx.tx.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), outcome = 'rescued',
+		_, err = tx.db.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), outcome = 'rescued',
 				error = 'runner lost (mozi stopped or the machine rebooted)',
 				duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
 			WHERE task_id = ANY($1) AND finished_at IS NULL`, ids)
@@ -177,14 +179,14 @@ func (s *Store) RescueExpired(ctx context.Context) ([]Task, error) {
 		return nil
 	})
 	if err == nil {
-		s.observe(EventRescue, StatusPending, len(tasks))
+		s.observe(task.EventRescue, task.StatusPending, len(tasks))
 	}
 	return tasks, err
 }
 
 // RunningByAgent counts live runs (unexpired leases) per agent.
-func (s *Store) RunningByAgent(ctx context.Context) (map[string]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT agent, count(*) FROM task_state
+func (q *Queries) RunningByAgent(ctx context.Context) (map[string]int, error) {
+	rows, err := q.db.Query(ctx, `SELECT agent, count(*) FROM task_state
 		WHERE lease_owner IS NOT NULL AND lease_expires_at > now() GROUP BY agent`)
 	if err != nil {
 		return nil, fmt.Errorf("count running tasks: %w", err)

@@ -1,6 +1,7 @@
-// Package repository owns mozi's execution state in PostgreSQL: the schema
-// (goose migrations embedded in the binary), the task state machine, and the
-// merge of Gitea's issue data with local rows.
+// Package repository is mozi's PostgreSQL store: the schema (goose
+// migrations embedded in the binary), the SQL of every state transition
+// (keyed by the from→to table of repository/task), claims and leases, the
+// webhook inbox, and mozi's copy of Gitea's issues and pull requests.
 //
 // Invariants:
 //   - SQL lives only in this package; upper layers call Go methods.
@@ -9,4 +10,5 @@
 //     race on a task without corrupting it: exactly one of them wins.
 //   - At most one live task exists per (repo, issue, action type, agent); the
 //     database enforces it with a partial unique index.
+//   - A lookup of something that does not exist fails with task.ErrNotFound.
 package repository

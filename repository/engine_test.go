@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
-func claim(t *testing.T, store *repository.Store, owner string, limit int, agents ...repository.AgentLimit) []repository.Task {
+func claim(t *testing.T, store *repository.Store, owner string, limit int, agents ...repository.AgentLimit) []task.Task {
 	t.Helper()
 	tasks, err := store.ClaimTasks(context.Background(), repository.ClaimRequest{Owner: owner, Limit: limit,
 		LeaseTTL: time.Minute, Agents: agents})
@@ -24,11 +25,11 @@ func claim(t *testing.T, store *repository.Store, owner string, limit int, agent
 // endRun ends a run whose agent exited while its task waits for Gitea.
 func endRun(t *testing.T, store *repository.Store, id int64, owner string) {
 	t.Helper()
-	_, err := store.FinishRun(context.Background(), repository.RunEnd{Attempt: repository.Attempt{TaskID: id}, Owner: owner})
+	_, err := store.FinishRun(context.Background(), repository.RunEnd{Attempt: task.Attempt{TaskID: id}, Owner: owner})
 	require.NoError(t, err)
 }
 
-func ids(tasks []repository.Task) []int64 {
+func ids(tasks []task.Task) []int64 {
 	out := make([]int64, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.ID
@@ -40,19 +41,19 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	t.Parallel()
 	store, raw := setup(t)
 	ctx := context.Background()
-	mk := func(issue, prio int, agent string, action repository.ActionType) repository.Task {
+	mk := func(issue, prio int, agent string, action task.ActionType) task.Task {
 		n := newTask(issue)
 		n.Priority, n.Agent, n.ActionType = prio, agent, action
-		task, err := store.CreateTask(ctx, n)
+		tk, err := store.CreateTask(ctx, n)
 		require.NoError(t, err)
-		return task
+		return tk
 	}
-	low := mk(1, 3, "coder1", repository.ActionIssueAssigned)
-	urgent := mk(2, 0, "coder1", repository.ActionIssueAssigned)
-	sameIssue := mk(2, 0, "coder1", repository.ActionMention) // same (issue, agent) as urgent
-	other := mk(3, 1, "coder2", repository.ActionIssueAssigned)
-	disabled := mk(4, 0, "coder3", repository.ActionIssueAssigned)
-	later := mk(5, 0, "coder2", repository.ActionIssueAssigned)
+	low := mk(1, 3, "coder1", task.ActionIssueAssigned)
+	urgent := mk(2, 0, "coder1", task.ActionIssueAssigned)
+	sameIssue := mk(2, 0, "coder1", task.ActionMention) // same (issue, agent) as urgent
+	other := mk(3, 1, "coder2", task.ActionIssueAssigned)
+	disabled := mk(4, 0, "coder3", task.ActionIssueAssigned)
+	later := mk(5, 0, "coder2", task.ActionIssueAssigned)
 	_, err := raw.Exec(ctx, `UPDATE task_state SET not_before = now() + interval '1 hour' WHERE id = $1`, later.ID)
 	require.NoError(t, err)
 
@@ -60,12 +61,12 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	got := claim(t, store, "r1", 10, agents...)
 	assert.Equal(t, []int64{urgent.ID, other.ID}, ids(got),
 		"priority order; coder1 at its limit of 1; one run per issue and agent; disabled agents and future tasks wait")
-	assert.Equal(t, repository.StatusClaimed, got[0].Status)
+	assert.Equal(t, task.StatusClaimed, got[0].Status)
 	assert.Equal(t, "r1", got[0].LeaseOwner)
 	assert.Equal(t, 1, got[0].DispatchCount)
 
 	assert.Empty(t, claim(t, store, "r2", 10, agents...), "nothing else is due: coder1 is busy")
-	_, err = store.Apply(ctx, urgent.ID, repository.EventComplete, repository.Change{})
+	_, err = store.Apply(ctx, urgent.ID, task.EventComplete, repository.Change{})
 	require.NoError(t, err)
 	got = claim(t, store, "r2", 10, agents...)
 	assert.Equal(t, []int64{sameIssue.ID}, ids(got), "the issue's other task, then the lower priority one")
@@ -103,20 +104,20 @@ func TestClaimWaitsForDependencies(t *testing.T) {
 	t.Parallel()
 	store, _ := setup(t)
 	ctx := context.Background()
-	require.NoError(t, store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 1, State: "open"}))
+	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: "open"}))
 	n := newTask(2)
 	n.DependsOn = []int{1, 99} // 99 is unknown: it does not block
 	blocked, err := store.CreateTask(ctx, n)
 	require.NoError(t, err)
 	mention := newTask(2)
-	mention.ActionType, mention.DependsOn = repository.ActionMention, []int{1}
+	mention.ActionType, mention.DependsOn = task.ActionMention, []int{1}
 	m, err := store.CreateTask(ctx, mention)
 	require.NoError(t, err)
 	agents := repository.AgentLimit{Login: "coder1", MaxConcurrency: 5}
 	assert.Equal(t, []int64{m.ID}, ids(claim(t, store, "r", 5, agents)), "mentions do not wait for dependencies")
 	endRun(t, store, m.ID, "r")
 	assert.Empty(t, claim(t, store, "r", 5, agents), "issue work waits for #1")
-	require.NoError(t, store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 1, State: "closed"}))
+	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: "closed"}))
 	assert.Equal(t, []int64{blocked.ID}, ids(claim(t, store, "r", 5, agents)))
 }
 
@@ -148,11 +149,11 @@ func TestConcurrentClaimsAreExclusive(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				for _, task := range tasks {
-					if prev, dup := seen[task.ID]; dup {
-						t.Errorf("task %d claimed by %s and %s", task.ID, prev, owner)
+				for _, tk := range tasks {
+					if prev, dup := seen[tk.ID]; dup {
+						t.Errorf("task %d claimed by %s and %s", tk.ID, prev, owner)
 					}
-					seen[task.ID] = owner
+					seen[tk.ID] = owner
 				}
 				mu.Unlock()
 			}
@@ -192,23 +193,23 @@ func TestRescueExactlyOnce(t *testing.T) {
 	t.Parallel()
 	store, raw := setup(t)
 	ctx := context.Background()
-	task, err := store.CreateTask(ctx, newTask(1))
+	tk, err := store.CreateTask(ctx, newTask(1))
 	require.NoError(t, err)
 	claimed := claim(t, store, "dead-runner", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
 	require.Len(t, claimed, 1)
-	_, err = store.Apply(ctx, task.ID, repository.EventStart, repository.Change{LeaseOwner: "dead-runner"})
+	_, err = store.Apply(ctx, tk.ID, task.EventStart, repository.Change{LeaseOwner: "dead-runner"})
 	require.NoError(t, err)
 	attempt, err := store.StartAttempt(ctx, claimed[0], "dead-runner", "/tmp/x.log")
 	require.NoError(t, err)
 
-	held, err := store.Heartbeat(ctx, task.ID, "dead-runner", time.Minute)
+	held, err := store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, held)
 	rescued, err := store.RescueExpired(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, rescued, "a live lease is not rescued")
 
-	_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID)
+	_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tk.ID)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -224,16 +225,16 @@ func TestRescueExactlyOnce(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, 1, count, "rescued exactly once")
-	got, err := store.Task(ctx, task.ID)
+	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusPending, got.Status)
-	attempts, err := store.Attempts(ctx, task.ID)
+	assert.Equal(t, task.StatusPending, got.Status)
+	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	assert.Equal(t, attempt.ID, attempts[0].ID)
-	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
+	assert.Equal(t, task.AttemptRescued, attempts[0].Outcome)
 
-	held, err = store.Heartbeat(ctx, task.ID, "dead-runner", time.Minute)
+	held, err = store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
 	assert.False(t, held, "the old runner learns it lost the task")
 }
@@ -266,20 +267,20 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	t.Parallel()
 	store, _ := setup(t)
 	ctx := context.Background()
-	task, err := store.CreateTask(ctx, newTask(1))
+	tk, err := store.CreateTask(ctx, newTask(1))
 	require.NoError(t, err)
 	claimed := claim(t, store, "r", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
 	a, err := store.StartAttempt(ctx, claimed[0], "r", "/logs/1-1.log")
 	require.NoError(t, err)
 	code := 1
-	a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration = &code, repository.AttemptFailed, "exit status 1", "boom", 1500*time.Millisecond
+	a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration = &code, task.AttemptFailed, "exit status 1", "boom", 1500*time.Millisecond
 	a.TokensIn, a.TokensOut, a.CostUSD = 100, 20, 0.42
 	require.NoError(t, store.FinishAttempt(ctx, a))
 	perIssue, perAgent, err := store.SpawnCounts(ctx, "acme/widget", 1, "coder1", time.Now().Add(-time.Hour))
 	require.NoError(t, err)
 	assert.Equal(t, 1, perIssue)
 	assert.Equal(t, 1, perAgent)
-	attempts, err := store.Attempts(ctx, task.ID)
+	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	got := attempts[0]

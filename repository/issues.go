@@ -7,43 +7,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/moziplus/mozi/repository/task"
 )
-
-// Issue is what mozi knows of a Gitea issue (or the issue side of a pull
-// request): collaboration data cached from webhooks and API reads.
-type Issue struct {
-	Repo        string
-	Number      int
-	IsPull      bool
-	Title       string
-	Body        string
-	State       string // open or closed
-	Author      string
-	Labels      []string
-	Assignees   []string
-	ParentIssue int
-	DependsOn   []int
-	CreatedAt   time.Time // Gitea's created_at
-	UpdatedAt   time.Time // Gitea's updated_at: orders competing payloads
-	ClosedAt    time.Time
-	ClosedBy    string
-	// DiscussionDueAt is when an unassigned top-level issue gets its
-	// discussion broadcast; DiscussedAt records that it happened.
-	DiscussionDueAt time.Time
-	DiscussedAt     time.Time
-	SyncedAt        time.Time
-}
-
-// Closed reports whether the issue is closed.
-func (i Issue) Closed() bool { return i.State == "closed" }
 
 const issueColumns = `repo, number, is_pull, title, body, state, author, labels, assignees,
 	parent_issue, depends_on, gitea_created_at, gitea_updated_at, closed_at, closed_by,
 	discussion_due_at, discussed_at, synced_at`
 
-func scanIssue(row pgx.Row) (Issue, error) {
+func scanIssue(row pgx.Row) (task.Issue, error) {
 	var (
-		i                                        Issue
+		i                                        task.Issue
 		parent                                   *int32
 		depends                                  []int32
 		created, updated, closed, due, discussed *time.Time
@@ -51,7 +25,7 @@ func scanIssue(row pgx.Row) (Issue, error) {
 	if err := row.Scan(&i.Repo, &i.Number, &i.IsPull, &i.Title, &i.Body, &i.State, &i.Author,
 		&i.Labels, &i.Assignees, &parent, &depends, &created, &updated, &closed, &i.ClosedBy,
 		&due, &discussed, &i.SyncedAt); err != nil {
-		return Issue{}, err
+		return task.Issue{}, err
 	}
 	i.ParentIssue = derefInt(parent)
 	for _, d := range depends {
@@ -62,18 +36,20 @@ func scanIssue(row pgx.Row) (Issue, error) {
 	return i, nil
 }
 
-func getIssue(ctx context.Context, q querier, repo string, number int) (Issue, bool, error) {
-	i, err := scanIssue(q.QueryRow(ctx, `SELECT `+issueColumns+` FROM issues WHERE repo = $1 AND number = $2`, repo, number))
+// Issue returns the cached issue (task.ErrNotFound: none).
+func (q *Queries) Issue(ctx context.Context, repo string, number int) (task.Issue, error) {
+	i, err := scanIssue(q.db.QueryRow(ctx, `SELECT `+issueColumns+` FROM issues WHERE repo = $1 AND number = $2`, repo, number))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Issue{}, false, nil
+		return task.Issue{}, fmt.Errorf("issue %s#%d: %w", repo, number, task.ErrNotFound)
 	}
 	if err != nil {
-		return Issue{}, false, fmt.Errorf("read issue %s#%d: %w", repo, number, err)
+		return task.Issue{}, fmt.Errorf("read issue %s#%d: %w", repo, number, err)
 	}
-	return i, true, nil
+	return i, nil
 }
 
-func saveIssue(ctx context.Context, q querier, i Issue) error {
+// SaveIssue writes the whole cached issue (insert or replace).
+func (q *Queries) SaveIssue(ctx context.Context, i task.Issue) error {
 	labels, assignees := nonNil(i.Labels), nonNil(i.Assignees)
 	depends := i.DependsOn
 	if depends == nil {
@@ -83,7 +59,7 @@ func saveIssue(ctx context.Context, q querier, i Issue) error {
 	if state == "" {
 		state = "open"
 	}
-	_, err := q.Exec(ctx, `INSERT INTO issues (`+issueColumns+`)
+	_, err := q.db.Exec(ctx, `INSERT INTO issues (`+issueColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, now())
 		ON CONFLICT (repo, number) DO UPDATE SET is_pull = EXCLUDED.is_pull, title = EXCLUDED.title,
 			body = EXCLUDED.body, state = EXCLUDED.state, author = EXCLUDED.author,
@@ -102,86 +78,47 @@ func saveIssue(ctx context.Context, q querier, i Issue) error {
 	return nil
 }
 
-// Issue returns the cached issue.
-func (t *Tx) Issue(ctx context.Context, repo string, number int) (Issue, bool, error) {
-	return getIssue(ctx, t.tx, repo, number)
-}
-
-// SaveIssue writes the whole cached issue (insert or replace).
-func (t *Tx) SaveIssue(ctx context.Context, i Issue) error { return saveIssue(ctx, t.tx, i) }
-
-// Issue returns the cached issue.
-func (s *Store) Issue(ctx context.Context, repo string, number int) (Issue, bool, error) {
-	return getIssue(ctx, s.pool, repo, number)
-}
-
-// SaveIssue writes the whole cached issue (insert or replace).
-func (s *Store) SaveIssue(ctx context.Context, i Issue) error { return saveIssue(ctx, s.pool, i) }
-
-// PullRequest is what mozi knows of a Gitea pull request.
-type PullRequest struct {
-	Repo     string
-	Number   int
-	Author   string
-	Title    string
-	HeadRef  string
-	HeadSHA  string
-	BaseRef  string
-	State    string // open or closed
-	Merged   bool
-	MergedBy string
-	// LinkedIssues are the issues the PR closes, as owner/name#N.
-	LinkedIssues []string
-	// ChangesRequestedBy are reviewers whose latest verdict asked for changes.
-	ChangesRequestedBy []string
-	UpdatedAt          time.Time
-	ClosedAt           time.Time
-}
-
 const prColumns = `repo, number, author, title, head_ref, head_sha, base_ref, state, merged,
 	merged_by, linked_issues, changes_requested_by, gitea_updated_at, closed_at`
 
-func scanPR(row pgx.Row) (PullRequest, error) {
+func scanPR(row pgx.Row) (task.PullRequest, error) {
 	var (
-		p               PullRequest
+		p               task.PullRequest
 		updated, closed *time.Time
 	)
 	if err := row.Scan(&p.Repo, &p.Number, &p.Author, &p.Title, &p.HeadRef, &p.HeadSHA, &p.BaseRef,
 		&p.State, &p.Merged, &p.MergedBy, &p.LinkedIssues, &p.ChangesRequestedBy, &updated, &closed); err != nil {
-		return PullRequest{}, err
+		return task.PullRequest{}, err
 	}
 	p.UpdatedAt, p.ClosedAt = derefTime(updated), derefTime(closed)
 	return p, nil
 }
 
-func getPR(ctx context.Context, q querier, where string, args ...any) (PullRequest, bool, error) {
-	p, err := scanPR(q.QueryRow(ctx, `SELECT `+prColumns+` FROM pull_requests WHERE `+where, args...))
+func (q *Queries) pullRequestWhere(ctx context.Context, what, where string, args ...any) (task.PullRequest, error) {
+	p, err := scanPR(q.db.QueryRow(ctx, `SELECT `+prColumns+` FROM pull_requests WHERE `+where, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return PullRequest{}, false, nil
+		return task.PullRequest{}, fmt.Errorf("%s: %w", what, task.ErrNotFound)
 	}
 	if err != nil {
-		return PullRequest{}, false, fmt.Errorf("read pull request: %w", err)
+		return task.PullRequest{}, fmt.Errorf("read pull request: %w", err)
 	}
-	return p, true, nil
+	return p, nil
 }
 
-// PullRequest returns the cached pull request.
-func (t *Tx) PullRequest(ctx context.Context, repo string, number int) (PullRequest, bool, error) {
-	return getPR(ctx, t.tx, `repo = $1 AND number = $2`, repo, number)
-}
-
-// OpenPullRequestByHead finds the open pull request whose head is sha.
-func (t *Tx) OpenPullRequestByHead(ctx context.Context, repo, sha string) (PullRequest, bool, error) {
-	return getPR(ctx, t.tx, `repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
+// OpenPullRequestByHead finds the open pull request whose head is sha
+// (task.ErrNotFound: none).
+func (q *Queries) OpenPullRequestByHead(ctx context.Context, repo, sha string) (task.PullRequest, error) {
+	return q.pullRequestWhere(ctx, fmt.Sprintf("open pull request of %s@%s", repo, sha),
+		`repo = $1 AND head_sha = $2 AND state = 'open' ORDER BY number DESC LIMIT 1`, repo, sha)
 }
 
 // SavePullRequest writes the whole cached pull request.
-func (t *Tx) SavePullRequest(ctx context.Context, p PullRequest) error {
+func (q *Queries) SavePullRequest(ctx context.Context, p task.PullRequest) error {
 	state := p.State
 	if state == "" {
 		state = "open"
 	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO pull_requests (`+prColumns+`)
+	_, err := q.db.Exec(ctx, `INSERT INTO pull_requests (`+prColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (repo, number) DO UPDATE SET author = EXCLUDED.author, title = EXCLUDED.title,
 			head_ref = EXCLUDED.head_ref, head_sha = EXCLUDED.head_sha, base_ref = EXCLUDED.base_ref,
@@ -196,22 +133,10 @@ func (t *Tx) SavePullRequest(ctx context.Context, p PullRequest) error {
 	return nil
 }
 
-// CommitStatus is a failing commit status kept until its commit is known.
-type CommitStatus struct {
-	Repo        string
-	ID          int64
-	SHA         string
-	Context     string
-	State       string
-	TargetURL   string
-	Description string
-	Sender      string
-}
-
 // SaveUnmatchedStatus keeps a failing status whose commit is not a tracked
 // PR head yet.
-func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st CommitStatus) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO commit_statuses (repo, status_id, sha, context, state,
+func (q *Queries) SaveUnmatchedStatus(ctx context.Context, st task.CommitStatus) error {
+	_, err := q.db.Exec(ctx, `INSERT INTO commit_statuses (repo, status_id, sha, context, state,
 			target_url, description, sender) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (repo, status_id) DO NOTHING`,
 		st.Repo, st.ID, st.SHA, st.Context, st.State, st.TargetURL, st.Description, st.Sender)
@@ -222,17 +147,17 @@ func (t *Tx) SaveUnmatchedStatus(ctx context.Context, st CommitStatus) error {
 }
 
 // TakeUnmatchedStatuses returns and marks matched the kept statuses of sha.
-func (t *Tx) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]CommitStatus, error) {
-	rows, err := t.tx.Query(ctx, `UPDATE commit_statuses SET matched_at = now()
+func (q *Queries) TakeUnmatchedStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error) {
+	rows, err := q.db.Query(ctx, `UPDATE commit_statuses SET matched_at = now()
 		WHERE repo = $1 AND sha = $2 AND matched_at IS NULL
 		RETURNING repo, status_id, sha, context, state, target_url, description, sender`, repo, sha)
 	if err != nil {
 		return nil, fmt.Errorf("take statuses of %s@%s: %w", repo, sha, err)
 	}
 	defer rows.Close()
-	var out []CommitStatus
+	var out []task.CommitStatus
 	for rows.Next() {
-		var st CommitStatus
+		var st task.CommitStatus
 		if err := rows.Scan(&st.Repo, &st.ID, &st.SHA, &st.Context, &st.State, &st.TargetURL,
 			&st.Description, &st.Sender); err != nil {
 			return nil, fmt.Errorf("scan status: %w", err)
@@ -249,7 +174,104 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// PullRequest returns the cached pull request.
-func (s *Store) PullRequest(ctx context.Context, repo string, number int) (PullRequest, bool, error) {
-	return getPR(ctx, s.pool, `repo = $1 AND number = $2`, repo, number)
+// PullRequest returns the cached pull request (task.ErrNotFound: none).
+func (q *Queries) PullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error) {
+	return q.pullRequestWhere(ctx, fmt.Sprintf("pull request %s#%d", repo, number), `repo = $1 AND number = $2`, repo, number)
+}
+
+// SetLatestReport records an [Action Report] seen on an issue, unless a
+// newer one is already known.
+func (q *Queries) SetLatestReport(ctx context.Context, repo string, number int, body string, at time.Time) error {
+	_, err := q.db.Exec(ctx, `UPDATE issues SET last_report = $3, last_report_at = $4
+		WHERE repo = $1 AND number = $2 AND (last_report_at IS NULL OR last_report_at <= $4)`,
+		repo, number, body, at)
+	if err != nil {
+		return fmt.Errorf("record report on %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// CachedReport returns the latest [Action Report] mozi knows on an issue
+// ("" if none), and whether that is all there is: the issue's comments
+// were read from Gitea, or a report was seen since.
+func (q *Queries) CachedReport(ctx context.Context, repo string, number int) (report string, synced bool, err error) {
+	err = q.db.QueryRow(ctx, `SELECT last_report, comments_synced_at IS NOT NULL OR last_report <> ''
+		FROM issues WHERE repo = $1 AND number = $2`, repo, number).Scan(&report, &synced)
+	if err != nil && !isNoRows(err) {
+		return "", false, fmt.Errorf("read latest report of %s#%d: %w", repo, number, err)
+	}
+	return report, synced, nil
+}
+
+// CacheReport records the latest [Action Report] found in an issue's
+// comments as read from Gitea ("" if none; at is when it was posted).
+func (q *Queries) CacheReport(ctx context.Context, repo string, number int, report string, at time.Time) error {
+	if _, err := q.db.Exec(ctx, `UPDATE issues SET last_report = $3,
+			last_report_at = $4, comments_synced_at = now() WHERE repo = $1 AND number = $2`,
+		repo, number, report, nullTime(at)); err != nil {
+		return fmt.Errorf("cache latest report of %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// CachedBlockedBy returns the issues that Gitea's native dependencies
+// said block this one, and when that was read (zero: never).
+func (q *Queries) CachedBlockedBy(ctx context.Context, repo string, number int) ([]int, time.Time, error) {
+	var (
+		blocked []int32
+		synced  *time.Time
+	)
+	err := q.db.QueryRow(ctx, `SELECT blocked_by, deps_synced_at FROM issues
+		WHERE repo = $1 AND number = $2`, repo, number).Scan(&blocked, &synced)
+	if err != nil && !isNoRows(err) {
+		return nil, time.Time{}, fmt.Errorf("read dependencies of %s#%d: %w", repo, number, err)
+	}
+	out := make([]int, 0, len(blocked))
+	for _, b := range blocked {
+		out = append(out, int(b))
+	}
+	return out, derefTime(synced), nil
+}
+
+// CacheBlockedBy records the issues that Gitea's native dependencies say
+// block this one, as read now.
+func (q *Queries) CacheBlockedBy(ctx context.Context, repo string, number int, blocked []int) error {
+	if blocked == nil {
+		blocked = []int{}
+	}
+	if _, err := q.db.Exec(ctx, `UPDATE issues SET blocked_by = $3, deps_synced_at = now()
+		WHERE repo = $1 AND number = $2`, repo, number, blocked); err != nil {
+		return fmt.Errorf("cache dependencies of %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
+// SubIssues lists the cached sub-issues of a parent issue, by number.
+func (q *Queries) SubIssues(ctx context.Context, repo string, parent int) ([]task.Issue, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+issueColumns+` FROM issues
+		WHERE repo = $1 AND parent_issue = $2 ORDER BY number`, repo, parent)
+	if err != nil {
+		return nil, fmt.Errorf("list sub-issues of %s#%d: %w", repo, parent, err)
+	}
+	defer rows.Close()
+	var out []task.Issue
+	for rows.Next() {
+		i, err := scanIssue(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan sub-issue: %w", err)
+		}
+		out = append(out, i)
+	}
+	return out, rows.Err()
+}
+
+// RefreshIssueCopy replaces a task's copy of its issue (body, updated_at,
+// title and labels) with a newer one.
+func (q *Queries) RefreshIssueCopy(ctx context.Context, id int64, issue task.Issue) error {
+	if _, err := q.db.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
+			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
+		WHERE id = $1`, id, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
+		return fmt.Errorf("refresh task %d's copy of its issue: %w", id, err)
+	}
+	return nil
 }

@@ -26,8 +26,8 @@ type Mention struct {
 
 // EnqueueMention queues a mention; inserted is false when the same comment
 // already mentioned the same agent (an edit, a redelivery).
-func (t *Tx) EnqueueMention(ctx context.Context, m Mention) (id int64, inserted bool, err error) {
-	err = t.tx.QueryRow(ctx, `INSERT INTO mention_queue (repo, issue_number, comment_id, author,
+func (q *Queries) EnqueueMention(ctx context.Context, m Mention) (id int64, inserted bool, err error) {
+	err = q.db.QueryRow(ctx, `INSERT INTO mention_queue (repo, issue_number, comment_id, author,
 			mentioned, hop_count) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (repo, comment_id, mentioned) DO NOTHING RETURNING id`,
 		m.Repo, m.IssueNumber, m.CommentID, m.Author, m.Mentioned, m.HopCount).Scan(&id)
@@ -42,17 +42,13 @@ func (t *Tx) EnqueueMention(ctx context.Context, m Mention) (id int64, inserted 
 
 // ConsumeMention marks a queued mention handled, with the task it became
 // (0 for none) and why.
-func (t *Tx) ConsumeMention(ctx context.Context, id, taskID int64, outcome string) error {
-	return consumeMention(ctx, t.tx, id, taskID, outcome)
-}
-
-func consumeMention(ctx context.Context, q querier, id, taskID int64, outcome string) error {
-	var task *int64
+func (q *Queries) ConsumeMention(ctx context.Context, id, taskID int64, outcome string) error {
+	var tid *int64
 	if taskID != 0 {
-		task = &taskID
+		tid = &taskID
 	}
-	_, err := q.Exec(ctx, `UPDATE mention_queue SET consumed_at = now(), task_id = $2, outcome = $3
-		WHERE id = $1`, id, task, outcome)
+	_, err := q.db.Exec(ctx, `UPDATE mention_queue SET consumed_at = now(), task_id = $2, outcome = $3
+		WHERE id = $1`, id, tid, outcome)
 	if err != nil {
 		return fmt.Errorf("consume mention %d: %w", id, err)
 	}
@@ -60,8 +56,8 @@ func consumeMention(ctx context.Context, q querier, id, taskID int64, outcome st
 }
 
 // Mentions lists queued mentions of an issue, oldest first.
-func (s *Store) Mentions(ctx context.Context, repo string, issue int) ([]Mention, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+mentionColumns+`
+func (q *Queries) Mentions(ctx context.Context, repo string, issue int) ([]Mention, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+mentionColumns+`
 		FROM mention_queue WHERE repo = $1 AND issue_number = $2 ORDER BY id`, repo, issue)
 	if err != nil {
 		return nil, fmt.Errorf("list mentions of %s#%d: %w", repo, issue, err)
@@ -71,8 +67,8 @@ func (s *Store) Mentions(ctx context.Context, repo string, issue int) ([]Mention
 
 // UnconsumedMentions lists queued mentions not turned into tasks for
 // longer than age.
-func (s *Store) UnconsumedMentions(ctx context.Context, age time.Duration, limit int) ([]Mention, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+mentionColumns+`
+func (q *Queries) UnconsumedMentions(ctx context.Context, age time.Duration, limit int) ([]Mention, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+mentionColumns+`
 		FROM mention_queue WHERE consumed_at IS NULL AND created_at < now() - $1::interval
 		ORDER BY id LIMIT $2`, interval(age), limit)
 	if err != nil {

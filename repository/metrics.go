@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // CountTransitions registers mozi_task_transitions_total on reg and makes
@@ -17,7 +19,7 @@ func CountTransitions(store *Store, reg prometheus.Registerer) {
 		Help: "Task state transitions committed, by event and resulting status.",
 	}, []string{"event", "to"})
 	reg.MustRegister(c)
-	store.ObserveTransitions(func(ev Event, to Status, n int) {
+	store.ObserveTransitions(func(ev task.Event, to task.Status, n int) {
 		c.WithLabelValues(string(ev), string(to)).Add(float64(n))
 	})
 }
@@ -81,12 +83,12 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	type key struct {
-		st Status
-		at ActionType
+		st task.Status
+		at task.ActionType
 	}
 	n := map[key]int{}
-	oldest := map[Status]time.Duration{}
-	for _, st := range LiveStatuses {
+	oldest := map[task.Status]time.Duration{}
+	for _, st := range task.LiveStatuses {
 		oldest[st] = 0
 	}
 	for _, tc := range counts {
@@ -95,8 +97,8 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 			oldest[tc.Status] = tc.OldestAge
 		}
 	}
-	for _, st := range Statuses {
-		for _, at := range ActionTypes {
+	for _, st := range task.Statuses {
+		for _, at := range task.ActionTypes {
 			ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n[key{st, at}]), string(st), string(at))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -36,9 +37,9 @@ func newTask(issue int) repository.NewTask {
 	return repository.NewTask{
 		Repo:        "acme/widget",
 		IssueNumber: issue,
-		ActionType:  repository.ActionIssueAssigned,
+		ActionType:  task.ActionIssueAssigned,
 		Agent:       "coder1",
-		Priority:    repository.DefaultPriority,
+		Priority:    task.DefaultPriority,
 	}
 }
 
@@ -96,75 +97,75 @@ func TestMigrationsUpDownUp(t *testing.T) {
 
 // legal is the state machine of SPEC §3 (plus cancelled), written out
 // independently of the implementation's rule table.
-var legal = map[repository.Event][]repository.Status{
-	repository.EventClaim:          {"pending"},
-	repository.EventStart:          {"claimed"},
-	repository.EventRelease:        {"claimed"},
-	repository.EventOpenReview:     {"pending", "claimed", "working"},
-	repository.EventRequestChanges: {"review"},
-	repository.EventRetry:          {"claimed", "working"},
-	repository.EventInterrupt:      {"claimed", "working"},
-	repository.EventRescue:         {"claimed", "working"},
-	repository.EventReclaim:        {"pending"},
-	repository.EventNudge:          {"working"},
-	repository.EventComplete:       {"pending", "claimed", "working", "review"},
-	repository.EventFail:           {"pending", "claimed", "working", "review"},
-	repository.EventCancel:         {"pending", "claimed", "working", "review"},
-	repository.EventRequeue:        {"failed", "cancelled"},
+var legal = map[task.Event][]task.Status{
+	task.EventClaim:          {"pending"},
+	task.EventStart:          {"claimed"},
+	task.EventRelease:        {"claimed"},
+	task.EventOpenReview:     {"pending", "claimed", "working"},
+	task.EventRequestChanges: {"review"},
+	task.EventRetry:          {"claimed", "working"},
+	task.EventInterrupt:      {"claimed", "working"},
+	task.EventRescue:         {"claimed", "working"},
+	task.EventReclaim:        {"pending"},
+	task.EventNudge:          {"working"},
+	task.EventComplete:       {"pending", "claimed", "working", "review"},
+	task.EventFail:           {"pending", "claimed", "working", "review"},
+	task.EventCancel:         {"pending", "claimed", "working", "review"},
+	task.EventRequeue:        {"failed", "cancelled"},
 }
 
-var targets = map[repository.Event]repository.Status{
-	repository.EventClaim:          "claimed",
-	repository.EventStart:          "working",
-	repository.EventRelease:        "pending",
-	repository.EventOpenReview:     "review",
-	repository.EventRequestChanges: "working",
-	repository.EventRetry:          "pending",
-	repository.EventInterrupt:      "pending",
-	repository.EventRescue:         "pending",
-	repository.EventReclaim:        "working",
-	repository.EventNudge:          "pending",
-	repository.EventComplete:       "done",
-	repository.EventFail:           "failed",
-	repository.EventCancel:         "cancelled",
-	repository.EventRequeue:        "pending",
+var targets = map[task.Event]task.Status{
+	task.EventClaim:          "claimed",
+	task.EventStart:          "working",
+	task.EventRelease:        "pending",
+	task.EventOpenReview:     "review",
+	task.EventRequestChanges: "working",
+	task.EventRetry:          "pending",
+	task.EventInterrupt:      "pending",
+	task.EventRescue:         "pending",
+	task.EventReclaim:        "working",
+	task.EventNudge:          "pending",
+	task.EventComplete:       "done",
+	task.EventFail:           "failed",
+	task.EventCancel:         "cancelled",
+	task.EventRequeue:        "pending",
 }
 
 func TestEveryTransition(t *testing.T) {
 	t.Parallel()
 	store, raw := setup(t)
 	ctx := context.Background()
-	require.Len(t, legal, len(repository.Events), "every event has an expectation")
+	require.Len(t, legal, len(task.Events), "every event has an expectation")
 
 	issue := 0
-	for _, ev := range repository.Events {
-		for _, from := range repository.Statuses {
+	for _, ev := range task.Events {
+		for _, from := range task.Statuses {
 			issue++
 			want := contains(legal[ev], from)
 			t.Run(string(ev)+"/from_"+string(from), func(t *testing.T) {
-				task, err := store.CreateTask(ctx, newTask(issue))
+				tk, err := store.CreateTask(ctx, newTask(issue))
 				require.NoError(t, err)
-				forceStatus(t, raw, task.ID, from)
-				if ev == repository.EventNudge {
+				forceStatus(t, raw, tk.ID, from)
+				if ev == task.EventNudge {
 					// The watchdog nudges tasks whose run has ended.
-					_, err := raw.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, task.ID)
+					_, err := raw.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, tk.ID)
 					require.NoError(t, err)
 				}
 
-				res, err := store.Apply(ctx, task.ID, ev, repository.Change{
+				res, err := store.Apply(ctx, tk.ID, ev, repository.Change{
 					LeaseOwner: "runner-1", Error: "boom", PRNumber: 42,
 				})
 				require.NoError(t, err)
 				assert.Equal(t, want, res.Applied, "applied")
 				assert.Equal(t, from, res.From, "status seen by the event")
 
-				got, err := store.Task(ctx, task.ID)
+				got, err := store.Task(ctx, tk.ID)
 				require.NoError(t, err)
 				if want {
 					assert.Equal(t, targets[ev], got.Status)
 				} else {
 					assert.Equal(t, from, got.Status, "an illegal event changes nothing")
-					assert.Equal(t, task.RetryCount, got.RetryCount)
+					assert.Equal(t, tk.RetryCount, got.RetryCount)
 				}
 			})
 		}
@@ -173,9 +174,9 @@ func TestEveryTransition(t *testing.T) {
 
 // forceStatus puts a task straight into a status, with an expired lease held
 // by runner-1 where the status implies a running agent.
-func forceStatus(t *testing.T, raw *pgxpool.Pool, id int64, st repository.Status) {
+func forceStatus(t *testing.T, raw *pgxpool.Pool, id int64, st task.Status) {
 	t.Helper()
-	running := st == repository.StatusClaimed || st == repository.StatusWorking
+	running := st == task.StatusClaimed || st == task.StatusWorking
 	_, err := raw.Exec(context.Background(), `UPDATE task_state SET status = $2,
 		lease_owner = CASE WHEN $3 THEN 'runner-1' END,
 		lease_expires_at = CASE WHEN $3 THEN now() - interval '1 second' END WHERE id = $1`,
@@ -189,36 +190,36 @@ func TestTransitionEffects(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("claim takes a lease and counts the dispatch", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(1))
+		tk, err := store.CreateTask(ctx, newTask(1))
 		require.NoError(t, err)
-		res, err := store.Apply(ctx, task.ID, repository.EventClaim,
+		res, err := store.Apply(ctx, tk.ID, task.EventClaim,
 			repository.Change{LeaseOwner: "runner-a", LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		require.True(t, res.Applied)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, "runner-a", got.LeaseOwner)
 		assert.Equal(t, 1, got.DispatchCount)
 		assert.WithinDuration(t, time.Now().Add(time.Minute), got.LeaseExpiresAt, 10*time.Second)
 
-		res, err = store.Apply(ctx, task.ID, repository.EventStart, repository.Change{LeaseOwner: "runner-b"})
+		res, err = store.Apply(ctx, tk.ID, task.EventStart, repository.Change{LeaseOwner: "runner-b"})
 		require.NoError(t, err)
 		assert.False(t, res.Applied, "another runner cannot start a task it does not hold")
-		res, err = store.Apply(ctx, task.ID, repository.EventRescue, repository.Change{})
+		res, err = store.Apply(ctx, tk.ID, task.EventRescue, repository.Change{})
 		require.NoError(t, err)
 		assert.False(t, res.Applied, "a live lease is not rescued")
 	})
 
 	t.Run("retry counts, backs off and drops the lease", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(2))
+		tk, err := store.CreateTask(ctx, newTask(2))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		forceStatus(t, raw, tk.ID, task.StatusWorking)
 		later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-		res, err := store.Apply(ctx, task.ID, repository.EventRetry,
+		res, err := store.Apply(ctx, tk.ID, task.EventRetry,
 			repository.Change{NotBefore: later, Error: "exit status 1"})
 		require.NoError(t, err)
 		require.True(t, res.Applied)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, 1, got.RetryCount)
 		assert.Equal(t, "exit status 1", got.LastError)
@@ -227,36 +228,36 @@ func TestTransitionEffects(t *testing.T) {
 	})
 
 	t.Run("open review records the pull request", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(3))
+		tk, err := store.CreateTask(ctx, newTask(3))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
-		_, err = store.Apply(ctx, task.ID, repository.EventOpenReview, repository.Change{PRNumber: 7})
+		forceStatus(t, raw, tk.ID, task.StatusWorking)
+		_, err = store.Apply(ctx, tk.ID, task.EventOpenReview, repository.Change{PRNumber: 7})
 		require.NoError(t, err)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, 7, got.PRNumber)
-		assert.Equal(t, repository.StatusReview, got.Status)
+		assert.Equal(t, task.StatusReview, got.Status)
 	})
 
 	t.Run("terminal event on a terminal task is ignored", func(t *testing.T) {
-		task, err := store.CreateTask(ctx, newTask(4))
+		tk, err := store.CreateTask(ctx, newTask(4))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
-		first, err := store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+		forceStatus(t, raw, tk.ID, task.StatusWorking)
+		first, err := store.Apply(ctx, tk.ID, task.EventComplete, repository.Change{})
 		require.NoError(t, err)
-		second, err := store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+		second, err := store.Apply(ctx, tk.ID, task.EventComplete, repository.Change{})
 		require.NoError(t, err)
 		assert.True(t, first.Applied)
 		assert.False(t, second.Applied)
-		assert.Equal(t, repository.StatusDone, second.From)
-		got, err := store.Task(ctx, task.ID)
+		assert.Equal(t, task.StatusDone, second.From)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.False(t, got.FinishedAt.IsZero())
 	})
 
 	t.Run("unknown task", func(t *testing.T) {
-		_, err := store.Apply(ctx, 999999, repository.EventComplete, repository.Change{})
-		require.ErrorIs(t, err, repository.ErrTaskNotFound)
+		_, err := store.Apply(ctx, 999999, task.EventComplete, repository.Change{})
+		require.ErrorIs(t, err, task.ErrNotFound)
 	})
 }
 
@@ -264,24 +265,24 @@ func TestRacingTerminalEventsExactlyOneWins(t *testing.T) {
 	t.Parallel()
 	store, raw := setup(t)
 	ctx := context.Background()
-	events := []repository.Event{
-		repository.EventComplete, repository.EventFail, repository.EventCancel, repository.EventComplete,
+	events := []task.Event{
+		task.EventComplete, task.EventFail, task.EventCancel, task.EventComplete,
 	}
 	for round := range 20 {
-		task, err := store.CreateTask(ctx, newTask(100+round))
+		tk, err := store.CreateTask(ctx, newTask(100+round))
 		require.NoError(t, err)
-		forceStatus(t, raw, task.ID, repository.StatusWorking)
+		forceStatus(t, raw, tk.ID, task.StatusWorking)
 
 		var (
 			wg      sync.WaitGroup
 			mu      sync.Mutex
-			winners []repository.Event
+			winners []task.Event
 		)
 		start := make(chan struct{})
 		for _, ev := range events {
 			wg.Go(func() {
 				<-start
-				res, err := store.Apply(ctx, task.ID, ev, repository.Change{Error: "race"})
+				res, err := store.Apply(ctx, tk.ID, ev, repository.Change{Error: "race"})
 				assert.NoError(t, err)
 				if res.Applied {
 					mu.Lock()
@@ -293,7 +294,7 @@ func TestRacingTerminalEventsExactlyOneWins(t *testing.T) {
 		close(start)
 		wg.Wait()
 		require.Len(t, winners, 1, "round %d: exactly one terminal event wins", round)
-		got, err := store.Task(ctx, task.ID)
+		got, err := store.Task(ctx, tk.ID)
 		require.NoError(t, err)
 		assert.Equal(t, targets[winners[0]], got.Status)
 	}
@@ -322,12 +323,12 @@ func TestDuplicateLiveTaskRejectedByDatabase(t *testing.T) {
 	_, err = store.CreateTask(ctx, other)
 	require.NoError(t, err, "another agent may work on the same issue")
 
-	_, err = store.Apply(ctx, first.ID, repository.EventCancel, repository.Change{Error: "unassigned"})
+	_, err = store.Apply(ctx, first.ID, task.EventCancel, repository.Change{Error: "unassigned"})
 	require.NoError(t, err)
 	_, err = store.CreateTask(ctx, newTask(1))
 	require.NoError(t, err, "once the first is terminal a new live task is allowed")
 
-	_, err = store.Apply(ctx, first.ID, repository.EventRequeue, repository.Change{})
+	_, err = store.Apply(ctx, first.ID, task.EventRequeue, repository.Change{})
 	require.ErrorIs(t, err, repository.ErrDuplicateTask, "requeue cannot make a second live task")
 }
 
@@ -336,11 +337,11 @@ func TestDedupeKeyIsForever(t *testing.T) {
 	store, _ := setup(t)
 	ctx := context.Background()
 	n := newTask(4)
-	n.ActionType = repository.ActionCIFailure
+	n.ActionType = task.ActionCIFailure
 	n.DedupeKey = "pr4/abc123/ci/test"
-	task, err := store.CreateTask(ctx, n)
+	tk, err := store.CreateTask(ctx, n)
 	require.NoError(t, err)
-	_, err = store.Apply(ctx, task.ID, repository.EventComplete, repository.Change{})
+	_, err = store.Apply(ctx, tk.ID, task.EventComplete, repository.Change{})
 	require.NoError(t, err)
 	_, err = store.CreateTask(ctx, n)
 	require.ErrorIs(t, err, repository.ErrDuplicateTask, "the same CI failure never makes a second task")
@@ -377,9 +378,9 @@ func TestTaskRoundTrip(t *testing.T) {
 	updated := time.Date(2026, 11, 22, 23, 48, 5, 0, time.UTC)
 	n := repository.NewTask{
 		Repo: "acme/widget", IssueNumber: 2, PRNumber: 6, ParentIssue: 1,
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug,
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessBug,
 		Agent: "coder1", Priority: 0, MaxRetries: 5, DependsOn: []int{1, 3},
-		Meta:      repository.Meta{Event: "issues", Title: "Token bucket", Labels: []string{"type/bug"}},
+		Meta:      task.Meta{Event: "issues", Title: "Token bucket", Labels: []string{"type/bug"}},
 		IssueBody: "Parent: #1", IssueUpdatedAt: updated, HopCount: 2,
 	}
 	created, err := store.CreateTask(ctx, n)
@@ -387,7 +388,7 @@ func TestTaskRoundTrip(t *testing.T) {
 	got, err := store.Task(ctx, created.ID)
 	require.NoError(t, err)
 	assert.Equal(t, created, got)
-	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, task.StatusPending, got.Status)
 	assert.Equal(t, 6, got.PRNumber)
 	assert.Equal(t, 1, got.ParentIssue)
 	assert.Equal(t, []int{1, 3}, got.DependsOn)
@@ -396,20 +397,20 @@ func TestTaskRoundTrip(t *testing.T) {
 	assert.True(t, updated.Equal(got.IssueUpdatedAt))
 
 	live, err := store.ListTasks(ctx, repository.TaskFilter{Repo: "acme/widget", IssueNumber: 2,
-		ActionType: repository.ActionIssueAssigned, Agent: "coder1"})
+		ActionType: task.ActionIssueAssigned, Agent: "coder1"})
 	require.NoError(t, err)
 	require.Len(t, live, 1)
 	assert.Equal(t, created.ID, live[0].ID)
 
-	list, err := store.ListTasks(ctx, repository.TaskFilter{Status: repository.StatusPending, Repo: "acme/widget"})
+	list, err := store.ListTasks(ctx, repository.TaskFilter{Status: task.StatusPending, Repo: "acme/widget"})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	list, err = store.ListTasks(ctx, repository.TaskFilter{Status: repository.StatusDone})
+	list, err = store.ListTasks(ctx, repository.TaskFilter{Status: task.StatusDone})
 	require.NoError(t, err)
 	assert.Empty(t, list)
 }
 
-func contains(list []repository.Status, s repository.Status) bool {
+func contains(list []task.Status, s task.Status) bool {
 	for _, x := range list {
 		if x == s {
 			return true

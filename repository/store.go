@@ -9,21 +9,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Store is mozi's PostgreSQL-backed execution state. It is safe for
-// concurrent use.
+// concurrent use. Its Queries run on the connection pool, each statement on
+// its own; InTx gives a Tx, whose Queries run in one transaction.
 type Store struct {
+	Queries
 	pool         *pgxpool.Pool
 	logger       *slog.Logger
-	onTransition func(ev Event, to Status, n int)
+	onTransition func(ev task.Event, to task.Status, n int)
 }
 
 // ObserveTransitions makes the store report every committed state
 // transition to fn (metrics). Call it before the store is used.
-func (s *Store) ObserveTransitions(fn func(ev Event, to Status, n int)) { s.onTransition = fn }
+func (s *Store) ObserveTransitions(fn func(ev task.Event, to task.Status, n int)) {
+	s.onTransition = fn
+}
 
-func (s *Store) observe(ev Event, to Status, n int) {
+func (s *Store) observe(ev task.Event, to task.Status, n int) {
 	if s.onTransition != nil && n > 0 {
 		s.onTransition(ev, to, n)
 	}
@@ -63,7 +69,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, logger: logger}, nil
+	s := &Store{pool: pool, logger: logger}
+	s.Queries = Queries{db: pool, observe: s.observe}
+	return s, nil
 }
 
 // redactedTarget names the server a config points at without its password.

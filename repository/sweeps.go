@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // DueDiscussions lists open, unassigned top-level issues whose discussion
 // broadcast is due and not sent.
-func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]Issue, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+issueColumns+` FROM issues
+func (q *Queries) DueDiscussions(ctx context.Context, limit int) ([]task.Issue, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+issueColumns+` FROM issues
 		WHERE discussion_due_at <= now() AND discussed_at IS NULL AND state = 'open'
 		  AND assignees = '{}' AND parent_issue IS NULL AND NOT is_pull
 		ORDER BY discussion_due_at LIMIT $1`, limit)
@@ -17,7 +19,7 @@ func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]Issue, error) 
 		return nil, fmt.Errorf("list due discussions: %w", err)
 	}
 	defer rows.Close()
-	var out []Issue
+	var out []task.Issue
 	for rows.Next() {
 		i, err := scanIssue(rows)
 		if err != nil {
@@ -29,8 +31,8 @@ func (s *Store) DueDiscussions(ctx context.Context, limit int) ([]Issue, error) 
 }
 
 // MarkDiscussed records that an issue's discussion broadcast was sent.
-func (t *Tx) MarkDiscussed(ctx context.Context, repo string, number int) (bool, error) {
-	tag, err := t.tx.Exec(ctx, `UPDATE issues SET discussed_at = now()
+func (q *Queries) MarkDiscussed(ctx context.Context, repo string, number int) (bool, error) {
+	tag, err := q.db.Exec(ctx, `UPDATE issues SET discussed_at = now()
 		WHERE repo = $1 AND number = $2 AND discussed_at IS NULL`, repo, number)
 	if err != nil {
 		return false, fmt.Errorf("mark %s#%d discussed: %w", repo, number, err)
@@ -51,8 +53,8 @@ type RoundDue struct {
 // closed, or every task it had is terminal (seed §16: a failed sub ends
 // its part of the round too) — for a set of sub-issues no round review
 // covered yet. A sub-issue nobody has worked on yet is not finished.
-func (s *Store) DueRounds(ctx context.Context) ([]RoundDue, error) {
-	rows, err := s.pool.Query(ctx, `
+func (q *Queries) DueRounds(ctx context.Context) ([]RoundDue, error) {
+	rows, err := q.db.Query(ctx, `
 		WITH subs AS (
 			SELECT i.repo, i.parent_issue AS parent, count(*) AS n,
 			       count(*) FILTER (WHERE i.state = 'closed' OR (
@@ -94,8 +96,8 @@ type IssueRef struct {
 // StaleLiveIssues lists issues and pull requests with live tasks whose
 // cached state is older than staleAfter (or unknown): the reconcile pass
 // asks Gitea about them in case a webhook was lost.
-func (s *Store) StaleLiveIssues(ctx context.Context, staleAfter time.Duration, limit int) ([]IssueRef, error) {
-	rows, err := s.pool.Query(ctx, `
+func (q *Queries) StaleLiveIssues(ctx context.Context, staleAfter time.Duration, limit int) ([]IssueRef, error) {
+	rows, err := q.db.Query(ctx, `
 		SELECT DISTINCT t.repo, t.issue_number, COALESCE(t.pr_number = t.issue_number, false)
 		FROM task_state t
 		LEFT JOIN issues i ON i.repo = t.repo AND i.number = t.issue_number
@@ -119,12 +121,12 @@ func (s *Store) StaleLiveIssues(ctx context.Context, staleAfter time.Duration, l
 }
 
 // TouchIssue records that Gitea confirmed mozi's copy of an issue.
-func (s *Store) TouchIssue(ctx context.Context, ref IssueRef) error {
+func (q *Queries) TouchIssue(ctx context.Context, ref IssueRef) error {
 	table := "issues"
 	if ref.IsPull {
 		table = "pull_requests"
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE `+table+` SET synced_at = now() WHERE repo = $1 AND number = $2`,
+	_, err := q.db.Exec(ctx, `UPDATE `+table+` SET synced_at = now() WHERE repo = $1 AND number = $2`,
 		ref.Repo, ref.Number)
 	if err != nil {
 		return fmt.Errorf("touch %s#%d: %w", ref.Repo, ref.Number, err)
@@ -133,8 +135,8 @@ func (s *Store) TouchIssue(ctx context.Context, ref IssueRef) error {
 }
 
 // OpenPullRequestsInReview lists open pull requests some live task waits on.
-func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]PullRequest, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+qualify("p", prColumns)+` FROM pull_requests p
+func (q *Queries) OpenPullRequestsInReview(ctx context.Context, limit int) ([]task.PullRequest, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+qualify("p", prColumns)+` FROM pull_requests p
 		WHERE p.state = 'open' AND p.head_sha <> '' AND EXISTS (
 			SELECT 1 FROM task_state t WHERE t.repo = p.repo AND t.pr_number = p.number
 			  AND t.status IN ('pending', 'claimed', 'working', 'review'))
@@ -143,7 +145,7 @@ func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]Pull
 		return nil, fmt.Errorf("list pull requests in review: %w", err)
 	}
 	defer rows.Close()
-	var out []PullRequest
+	var out []task.PullRequest
 	for rows.Next() {
 		p, err := scanPR(rows)
 		if err != nil {
@@ -155,8 +157,8 @@ func (s *Store) OpenPullRequestsInReview(ctx context.Context, limit int) ([]Pull
 }
 
 // FailOrphans fails pending tasks whose agent is not declared any more.
-func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE task_state t SET status = 'failed', finished_at = now(),
+func (q *Queries) FailOrphans(ctx context.Context, declared []string) ([]task.Task, error) {
+	rows, err := q.db.Query(ctx, `UPDATE task_state t SET status = 'failed', finished_at = now(),
 			updated_at = now(), last_error = 'agent ' || t.agent || ' is not declared in mozi''s configuration'
 		WHERE t.status = 'pending' AND NOT (t.agent = ANY($1))
 		RETURNING `+taskColumnsT, declared)
@@ -165,7 +167,7 @@ func (s *Store) FailOrphans(ctx context.Context, declared []string) ([]Task, err
 	}
 	tasks, err := collectTasks(rows)
 	if err == nil {
-		s.observe(EventFail, StatusFailed, len(tasks))
+		q.observe(task.EventFail, task.StatusFailed, len(tasks))
 	}
 	return tasks, err
 }
@@ -196,13 +198,13 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 			// The breaker looks back minutes, not the retention.
 			{new(int64), `DELETE FROM agent_comments WHERE created_at < GREATEST($1, now() - interval '1 day')`},
 		} {
-			tag, err := tx.tx.Exec(ctx, q.sql, cutoff)
+			tag, err := tx.db.Exec(ctx, q.sql, cutoff)
 			if err != nil {
 				return fmt.Errorf("prune: %w", err)
 			}
 			*q.n = tag.RowsAffected()
 		}
-		rows, err := tx.tx.Query(ctx, `UPDATE task_attempts a SET log_path = '' FROM task_state t
+		rows, err := tx.db.Query(ctx, `UPDATE task_attempts a SET log_path = '' FROM task_state t
 			WHERE a.task_id = t.id AND t.finished_at < $1 AND a.log_path <> ''
 			RETURNING (SELECT log_path FROM task_attempts o WHERE o.id = a.id)`, cutoff)
 		if err != nil {
@@ -224,15 +226,15 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 // TaskCount is the number of tasks with one status and action type, and
 // how long the least recently updated of them has not moved.
 type TaskCount struct {
-	Status     Status
-	ActionType ActionType
+	Status     task.Status
+	ActionType task.ActionType
 	N          int
 	OldestAge  time.Duration
 }
 
 // TaskCounts counts tasks by status and action type (metrics gauges).
-func (s *Store) TaskCounts(ctx context.Context) ([]TaskCount, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, action_type, count(*),
+func (q *Queries) TaskCounts(ctx context.Context) ([]TaskCount, error) {
+	rows, err := q.db.Query(ctx, `SELECT status, action_type, count(*),
 			extract(epoch FROM now() - min(updated_at))::float8 FROM task_state GROUP BY 1, 2`)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks: %w", err)
@@ -255,13 +257,13 @@ func (s *Store) TaskCounts(ctx context.Context) ([]TaskCount, error) {
 
 // TaskEnd is whether a task is finished, and since when.
 type TaskEnd struct {
-	Status     Status
+	Status     task.Status
 	FinishedAt time.Time
 }
 
 // TaskEnds returns the status of the tasks among ids that exist.
-func (s *Store) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, status, finished_at FROM task_state WHERE id = ANY($1)`, ids)
+func (q *Queries) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd, error) {
+	rows, err := q.db.Query(ctx, `SELECT id, status, finished_at FROM task_state WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read task states: %w", err)
 	}
@@ -297,13 +299,13 @@ const stalledWhere = `t.status = 'working' AND t.lease_owner IS NULL
 // Stalled is a working task whose agent's run ended without what moves it
 // on, and what that is (a FollowUp* constant).
 type Stalled struct {
-	Task    Task
+	Task    task.Task
 	Missing string
 }
 
 // StalledTasks lists tasks stalled for longer than quiet, oldest first.
-func (s *Store) StalledTasks(ctx context.Context, quiet time.Duration, limit int) ([]Stalled, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+taskColumnsT+`,
+func (q *Queries) StalledTasks(ctx context.Context, quiet time.Duration, limit int) ([]Stalled, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumnsT+`,
 			COALESCE((SELECT p.state = 'closed' AND NOT p.merged FROM pull_requests p
 			          WHERE p.repo = t.repo AND p.number = t.pr_number), false)
 		FROM task_state t
@@ -330,26 +332,26 @@ func (s *Store) StalledTasks(ctx context.Context, quiet time.Duration, limit int
 }
 
 // missingStep names what a stalled task waits for.
-func missingStep(t Task, closedPull bool) string {
+func missingStep(t task.Task, closedPull bool) string {
 	switch t.ActionType {
-	case ActionIssueAssigned:
+	case task.ActionIssueAssigned:
 		if closedPull {
-			return FollowUpPullClosed
+			return task.FollowUpPullClosed
 		}
-		return FollowUpPullRequest
-	case ActionReviewResult:
-		return FollowUpPush
-	case ActionReviewRequest, ActionReviewUpdated:
-		return FollowUpReview
+		return task.FollowUpPullRequest
+	case task.ActionReviewResult:
+		return task.FollowUpPush
+	case task.ActionReviewRequest, task.ActionReviewUpdated:
+		return task.FollowUpReview
 	}
-	return FollowUpReport
+	return task.FollowUpReport
 }
 
 // StalledOldest is how long the least recently moved stalled task has
 // waited (0 when none).
-func (s *Store) StalledOldest(ctx context.Context) (time.Duration, error) {
+func (q *Queries) StalledOldest(ctx context.Context) (time.Duration, error) {
 	var age float64
-	err := s.pool.QueryRow(ctx, `SELECT COALESCE(extract(epoch FROM now() - min(t.updated_at)), 0)::float8
+	err := q.db.QueryRow(ctx, `SELECT COALESCE(extract(epoch FROM now() - min(t.updated_at)), 0)::float8
 		FROM task_state t WHERE `+stalledWhere).Scan(&age)
 	if err != nil {
 		return 0, fmt.Errorf("age of stalled tasks: %w", err)
@@ -363,11 +365,11 @@ func (s *Store) FollowUp(ctx context.Context, id int64, missing string) (Result,
 	var res Result
 	err := s.InTx(ctx, func(tx *Tx) error {
 		var err error
-		res, err = tx.Apply(ctx, id, EventNudge, Change{})
+		res, err = tx.Apply(ctx, id, task.EventNudge, Change{})
 		if err != nil || !res.Applied {
 			return err
 		}
-		_, err = tx.tx.Exec(ctx, `UPDATE task_state SET daemon_meta = daemon_meta || jsonb_build_object('follow_up', $2::text)
+		_, err = tx.db.Exec(ctx, `UPDATE task_state SET daemon_meta = daemon_meta || jsonb_build_object('follow_up', $2::text)
 			WHERE id = $1`, id, missing)
 		return err
 	})

@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 var (
-	// ErrTaskNotFound means no task has the given id.
-	ErrTaskNotFound = errors.New("task not found")
 	// ErrDuplicateTask means the database refused a task because a live one
 	// for the same (repo, issue, action, agent) exists, or one with the same
 	// dedupe key was made before.
@@ -27,15 +27,15 @@ type NewTask struct {
 	IssueNumber  int
 	PRNumber     int
 	ParentIssue  int
-	ActionType   ActionType
-	BusinessType BusinessType
+	ActionType   task.ActionType
+	BusinessType task.BusinessType
 	Agent        string
 	// Priority is 0 (P0, most urgent) … 3 (P3); callers without a
 	// priority label pass DefaultPriority.
 	Priority       int
 	MaxRetries     int // 0: DefaultMaxRetries; NoRetries: none
 	DependsOn      []int
-	Meta           Meta
+	Meta           task.Meta
 	IssueBody      string
 	IssueUpdatedAt time.Time
 	DedupeKey      string
@@ -51,14 +51,14 @@ func (n NewTask) validate() error {
 		return fmt.Errorf("issue number %d is not positive", n.IssueNumber)
 	case n.Agent == "":
 		return errors.New("agent is empty")
-	case n.Priority < PriorityP0 || n.Priority > PriorityP3:
+	case n.Priority < task.PriorityP0 || n.Priority > task.PriorityP3:
 		return fmt.Errorf("priority %d is outside 0..3", n.Priority)
 	}
-	if _, err := ParseActionType(string(n.ActionType)); err != nil {
+	if _, err := task.ParseActionType(string(n.ActionType)); err != nil {
 		return err
 	}
 	if n.BusinessType != "" {
-		if _, err := ParseBusinessType(string(n.BusinessType)); err != nil {
+		if _, err := task.ParseBusinessType(string(n.BusinessType)); err != nil {
 			return err
 		}
 	}
@@ -70,39 +70,28 @@ const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_typ
 	issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before, lease_owner,
 	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds`
 
-// querier is what pgxpool.Pool and pgx.Tx have in common.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // CreateTask inserts a pending task. It returns ErrDuplicateTask when the
 // database refuses it as a second live task or a repeated dedupe key.
-func (s *Store) CreateTask(ctx context.Context, n NewTask) (Task, error) {
-	return createTask(ctx, s.pool, n)
-}
-
-func createTask(ctx context.Context, q querier, n NewTask) (Task, error) {
+func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) {
 	if err := n.validate(); err != nil {
-		return Task{}, fmt.Errorf("create task: %w", err)
+		return task.Task{}, fmt.Errorf("create task: %w", err)
 	}
 	meta, err := json.Marshal(n.Meta)
 	if err != nil {
-		return Task{}, fmt.Errorf("create task: encode meta: %w", err)
+		return task.Task{}, fmt.Errorf("create task: encode meta: %w", err)
 	}
 	maxRetries := n.MaxRetries
 	switch {
-	case maxRetries == NoRetries:
+	case maxRetries == task.NoRetries:
 		maxRetries = 0
 	case maxRetries <= 0:
-		maxRetries = DefaultMaxRetries
+		maxRetries = task.DefaultMaxRetries
 	}
 	depends := n.DependsOn
 	if depends == nil {
 		depends = []int{}
 	}
-	row := q.QueryRow(ctx, `
+	row := q.db.QueryRow(ctx, `
 		INSERT INTO task_state (repo, issue_number, pr_number, parent_issue, action_type,
 			business_type, agent, max_retries, priority, depends_on, daemon_meta,
 			issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before)
@@ -116,44 +105,44 @@ func createTask(ctx context.Context, q querier, n NewTask) (Task, error) {
 		nullTime(n.NotBefore))
 	t, err := scanTask(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Task{}, fmt.Errorf("create %s task for %s#%d agent %s: %w",
+		return task.Task{}, fmt.Errorf("create %s task for %s#%d agent %s: %w",
 			n.ActionType, n.Repo, n.IssueNumber, n.Agent, ErrDuplicateTask)
 	}
 	if err != nil {
-		return Task{}, fmt.Errorf("create %s task for %s#%d: %w", n.ActionType, n.Repo, n.IssueNumber, err)
+		return task.Task{}, fmt.Errorf("create %s task for %s#%d: %w", n.ActionType, n.Repo, n.IssueNumber, err)
 	}
 	return t, nil
 }
 
 // Task returns the local row of one task.
-func (s *Store) Task(ctx context.Context, id int64) (Task, error) {
-	t, err := scanTask(s.pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state WHERE id = $1`, id))
+func (q *Queries) Task(ctx context.Context, id int64) (task.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, `SELECT `+taskColumns+` FROM task_state WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Task{}, fmt.Errorf("task %d: %w", id, ErrTaskNotFound)
+		return task.Task{}, fmt.Errorf("task %d: %w", id, task.ErrNotFound)
 	}
 	if err != nil {
-		return Task{}, fmt.Errorf("read task %d: %w", id, err)
+		return task.Task{}, fmt.Errorf("read task %d: %w", id, err)
 	}
 	return t, nil
 }
 
 // TaskFilter selects tasks for listing; zero fields match everything.
 type TaskFilter struct {
-	Status      Status
+	Status      task.Status
 	Repo        string
 	IssueNumber int
 	Agent       string
-	ActionType  ActionType
+	ActionType  task.ActionType
 	Limit       int // 0: 100
 }
 
 // ListTasks returns tasks matching the filter, newest first.
-func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+func (q *Queries) ListTasks(ctx context.Context, f TaskFilter) ([]task.Task, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR repo = $2)
 		  AND ($3 = 0 OR issue_number = $3) AND ($4 = '' OR agent = $4)
 		  AND ($5 = '' OR action_type = $5)
@@ -165,9 +154,9 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	return collectTasks(rows)
 }
 
-func collectTasks(rows pgx.Rows) ([]Task, error) {
+func collectTasks(rows pgx.Rows) ([]task.Task, error) {
 	defer rows.Close()
-	var out []Task
+	var out []task.Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
@@ -181,12 +170,12 @@ func collectTasks(rows pgx.Rows) ([]Task, error) {
 	return out, nil
 }
 
-func scanTask(row pgx.Row) (Task, error) { return scanTaskWith(row) }
+func scanTask(row pgx.Row) (task.Task, error) { return scanTaskWith(row) }
 
 // scanTaskWith scans a task's columns followed by more.
-func scanTaskWith(row pgx.Row, more ...any) (Task, error) {
+func scanTaskWith(row pgx.Row, more ...any) (task.Task, error) {
 	var (
-		t                                      Task
+		t                                      task.Task
 		pr, parent                             *int32
 		action, business, status               string
 		meta                                   []byte
@@ -200,9 +189,9 @@ func scanTaskWith(row pgx.Row, more ...any) (Task, error) {
 		&t.NotBefore, &leaseOwner, &leaseExp, &beat, &t.LastError, &t.CreatedAt,
 		&t.UpdatedAt, &finished, &t.Holds}, more...)...)
 	if err != nil {
-		return Task{}, err
+		return task.Task{}, err
 	}
-	t.ActionType, t.BusinessType, t.Status = ActionType(action), BusinessType(business), Status(status)
+	t.ActionType, t.BusinessType, t.Status = task.ActionType(action), task.BusinessType(business), task.Status(status)
 	t.PRNumber, t.ParentIssue = derefInt(pr), derefInt(parent)
 	t.IssueUpdatedAt, t.LeaseExpiresAt = derefTime(issueUpdated), derefTime(leaseExp)
 	t.HeartbeatAt, t.FinishedAt = derefTime(beat), derefTime(finished)
@@ -211,7 +200,7 @@ func scanTaskWith(row pgx.Row, more ...any) (Task, error) {
 		t.DependsOn = append(t.DependsOn, int(d))
 	}
 	if err := json.Unmarshal(meta, &t.Meta); err != nil {
-		return Task{}, fmt.Errorf("decode daemon_meta of task %d: %w", t.ID, err)
+		return task.Task{}, fmt.Errorf("decode daemon_meta of task %d: %w", t.ID, err)
 	}
 	return t, nil
 }
@@ -265,21 +254,17 @@ func derefTime(v *time.Time) time.Time {
 }
 
 // SetTaskMeta replaces a task's daemon_meta.
-func (s *Store) SetTaskMeta(ctx context.Context, id int64, m Meta) error {
-	return setTaskMeta(ctx, s.pool, id, m)
-}
-
-func setTaskMeta(ctx context.Context, q querier, id int64, m Meta) error {
+func (q *Queries) SetTaskMeta(ctx context.Context, id int64, m task.Meta) error {
 	meta, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode meta of task %d: %w", id, err)
 	}
-	tag, err := q.Exec(ctx, `UPDATE task_state SET daemon_meta = $2, updated_at = now() WHERE id = $1`, id, meta)
+	tag, err := q.db.Exec(ctx, `UPDATE task_state SET daemon_meta = $2, updated_at = now() WHERE id = $1`, id, meta)
 	if err != nil {
 		return fmt.Errorf("update meta of task %d: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update meta of task %d: %w", id, ErrTaskNotFound)
+		return fmt.Errorf("update meta of task %d: %w", id, task.ErrNotFound)
 	}
 	return nil
 }

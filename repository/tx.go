@@ -7,19 +7,31 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Tx is a unit of work: every change made through it commits or rolls back
 // together. The webhook mapper applies one delivery's effects in one Tx.
 type Tx struct {
+	Queries
 	tx pgx.Tx
 	// applied transitions are reported to the store's observer after commit.
 	applied []appliedTransition
 }
 
 type appliedTransition struct {
-	ev Event
-	to Status
+	ev task.Event
+	to task.Status
+	n  int
+}
+
+func newTx(pgtx pgx.Tx) *Tx {
+	t := &Tx{tx: pgtx}
+	t.Queries = Queries{db: pgtx, observe: func(ev task.Event, to task.Status, n int) {
+		t.applied = append(t.applied, appliedTransition{ev, to, n})
+	}}
+	return t
 }
 
 // InTx runs fn in a transaction, committing when it returns nil.
@@ -29,7 +41,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	tx := &Tx{tx: pgtx}
+	tx := newTx(pgtx)
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -37,7 +49,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("commit transaction: %w", err)
 	}
 	for _, a := range tx.applied {
-		s.observe(a.ev, a.to, 1)
+		s.observe(a.ev, a.to, a.n)
 	}
 	return nil
 }
@@ -45,38 +57,16 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 // LockIssue serialises work on one issue across connections and replicas
 // until the transaction ends.
 func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {
-	_, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, repo, int64(number))
+	_, err := t.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, repo, int64(number))
 	if err != nil {
 		return fmt.Errorf("lock %s#%d: %w", repo, number, err)
 	}
 	return nil
 }
 
-// CreateTask inserts a pending task; created is false when a live task for
-// the same (repo, issue, action, agent) or the same dedupe key exists.
-func (t *Tx) CreateTask(ctx context.Context, n NewTask) (Task, bool, error) {
-	task, err := createTask(ctx, t.tx, n)
-	if err == nil {
-		return task, true, nil
-	}
-	if errors.Is(err, ErrDuplicateTask) {
-		return Task{}, false, nil
-	}
-	return Task{}, false, err
-}
-
-// Apply moves a task through the state machine (see Store.Apply).
-func (t *Tx) Apply(ctx context.Context, id int64, ev Event, c Change) (Result, error) {
-	res, err := apply(ctx, t.tx, id, ev, c)
-	if err == nil && res.Applied {
-		t.applied = append(t.applied, appliedTransition{ev, res.To})
-	}
-	return res, err
-}
-
 // LiveTasks returns the live tasks of an issue or pull request, oldest first.
-func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]Task, error) {
-	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+func (q *Queries) LiveTasks(ctx context.Context, repo string, number int) ([]task.Task, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
 		ORDER BY id`, repo, number)
 	if err != nil {
@@ -85,18 +75,22 @@ func (t *Tx) LiveTasks(ctx context.Context, repo string, number int) ([]Task, er
 	return collectTasks(rows)
 }
 
-// LatestTask returns the newest task (live or not) of an agent on an issue.
-func (t *Tx) LatestTask(ctx context.Context, repo string, number int, agent string) (Task, bool, error) {
-	rows, err := t.tx.Query(ctx, `SELECT `+taskColumns+` FROM task_state
+// LatestTask returns the newest task (live or not) of an agent on an issue
+// (task.ErrNotFound: the agent never had one there).
+func (q *Queries) LatestTask(ctx context.Context, repo string, number int, agent string) (task.Task, error) {
+	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
 		WHERE repo = $1 AND issue_number = $2 AND agent = $3 ORDER BY id DESC LIMIT 1`, repo, number, agent)
 	if err != nil {
-		return Task{}, false, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
+		return task.Task{}, fmt.Errorf("latest task of %s on %s#%d: %w", agent, repo, number, err)
 	}
 	tasks, err := collectTasks(rows)
-	if err != nil || len(tasks) == 0 {
-		return Task{}, false, err
+	if err != nil {
+		return task.Task{}, err
 	}
-	return tasks[0], true, nil
+	if len(tasks) == 0 {
+		return task.Task{}, fmt.Errorf("task of %s on %s#%d: %w", agent, repo, number, task.ErrNotFound)
+	}
+	return tasks[0], nil
 }
 
 // Guard is what a new task is checked against, whoever creates it (a
@@ -123,43 +117,53 @@ const (
 )
 
 // CreateGuarded creates a pending task unless a guard refuses it.
-func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (Task, Refusal, error) {
+func (t *Tx) CreateGuarded(ctx context.Context, n NewTask, g Guard) (task.Task, Refusal, error) {
 	if n.IssueNumber > 0 && !g.Notification {
 		closedAt, closed, err := t.closedAt(ctx, n.Repo, n.IssueNumber)
 		if err != nil {
-			return Task{}, "", err
+			return task.Task{}, "", err
 		}
 		if closed && !g.At.After(closedAt) {
-			return Task{}, RefusedClosed, nil
+			return task.Task{}, RefusedClosed, nil
 		}
 	}
 	if n.IssueNumber > 0 && g.BudgetPerHour > 0 {
 		var recent int
-		err := t.tx.QueryRow(ctx, `SELECT count(*) FROM task_state
+		err := t.db.QueryRow(ctx, `SELECT count(*) FROM task_state
 			WHERE repo = $1 AND issue_number = $2 AND created_at > now() - interval '1 hour'`,
 			n.Repo, n.IssueNumber).Scan(&recent)
 		if err != nil {
-			return Task{}, "", fmt.Errorf("count recent tasks of %s#%d: %w", n.Repo, n.IssueNumber, err)
+			return task.Task{}, "", fmt.Errorf("count recent tasks of %s#%d: %w", n.Repo, n.IssueNumber, err)
 		}
 		if recent >= g.BudgetPerHour {
-			return Task{}, RefusedBudget, nil
+			return task.Task{}, RefusedBudget, nil
 		}
 	}
-	task, created, err := t.CreateTask(ctx, n)
-	if err != nil || !created {
-		return Task{}, RefusedDuplicate, err
+	tk, err := t.CreateTask(ctx, n)
+	if errors.Is(err, ErrDuplicateTask) {
+		return task.Task{}, RefusedDuplicate, nil
 	}
-	return task, "", nil
+	if err != nil {
+		return task.Task{}, "", err
+	}
+	return tk, "", nil
 }
 
 // closedAt reports whether the issue or pull request is known closed, and
 // since when.
 func (t *Tx) closedAt(ctx context.Context, repo string, number int) (time.Time, bool, error) {
-	if pr, ok, err := t.PullRequest(ctx, repo, number); err != nil || ok {
-		return pr.ClosedAt, ok && pr.State == "closed", err
+	pr, err := t.PullRequest(ctx, repo, number)
+	if err == nil {
+		return pr.ClosedAt, pr.State == "closed", nil
 	}
-	issue, ok, err := t.Issue(ctx, repo, number)
-	if err != nil || !ok {
+	if !errors.Is(err, task.ErrNotFound) {
+		return time.Time{}, false, err
+	}
+	issue, err := t.Issue(ctx, repo, number)
+	if errors.Is(err, task.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
 		return time.Time{}, false, err
 	}
 	return issue.ClosedAt, issue.Closed(), nil
@@ -168,7 +172,7 @@ func (t *Tx) closedAt(ctx context.Context, repo string, number int) (time.Time, 
 // IssueFacts are the issue fields copied onto its live tasks when the
 // issue changes.
 type IssueFacts struct {
-	BusinessType BusinessType // applied to issue_assigned tasks only
+	BusinessType task.BusinessType // applied to issue_assigned tasks only
 	Priority     int
 	ParentIssue  int
 	DependsOn    []int
@@ -179,7 +183,7 @@ type IssueFacts struct {
 }
 
 // RefreshLiveTasks copies an issue's current facts onto its live tasks.
-func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f IssueFacts) error {
+func (q *Queries) RefreshLiveTasks(ctx context.Context, repo string, number int, f IssueFacts) error {
 	depends := f.DependsOn
 	if depends == nil {
 		depends = []int{}
@@ -188,7 +192,7 @@ func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f Is
 	if labels == nil {
 		labels = []string{}
 	}
-	_, err := t.tx.Exec(ctx, `UPDATE task_state SET
+	_, err := q.db.Exec(ctx, `UPDATE task_state SET
 			business_type = CASE WHEN action_type = 'issue_assigned' THEN $3 ELSE business_type END,
 			priority = $4, parent_issue = $5, depends_on = $6, issue_body_cache = $7,
 			issue_updated_at = COALESCE($8, issue_updated_at),
@@ -203,16 +207,11 @@ func (t *Tx) RefreshLiveTasks(ctx context.Context, repo string, number int, f Is
 	return nil
 }
 
-// SetTaskMeta replaces a task's daemon_meta.
-func (t *Tx) SetTaskMeta(ctx context.Context, id int64, m Meta) error {
-	return setTaskMeta(ctx, t.tx, id, m)
-}
-
 // WakeDependents makes the held tasks that wait for issue number (its
 // Depends: lines, or Gitea's blocked-by) due now: its close may free them,
 // and they need not wait out their hold.
-func (t *Tx) WakeDependents(ctx context.Context, repo string, number int) error {
-	_, err := t.tx.Exec(ctx, `UPDATE task_state d SET not_before = now(), updated_at = now()
+func (q *Queries) WakeDependents(ctx context.Context, repo string, number int) error {
+	_, err := q.db.Exec(ctx, `UPDATE task_state d SET not_before = now(), updated_at = now()
 		WHERE d.status = 'pending' AND d.repo = $1 AND d.not_before > now()
 		  AND ($2 = ANY(d.depends_on) OR EXISTS (SELECT 1 FROM issues i
 		       WHERE i.repo = d.repo AND i.number = d.issue_number AND $2 = ANY(i.blocked_by)))`, repo, number)

@@ -17,6 +17,7 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/agenttest"
 	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/spawner/workspace"
@@ -68,12 +69,12 @@ func newFlow(t *testing.T) *flow {
 }
 
 // claim makes an issue_assigned task and claims it.
-func (f *flow) claim(t *testing.T, repo string, issue int, title, agent string) repository.Task {
+func (f *flow) claim(t *testing.T, repo string, issue int, title, agent string) task.Task {
 	t.Helper()
 	ctx := context.Background()
 	_, err := f.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: issue, Priority: 2,
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug, Agent: agent,
-		Meta: repository.Meta{Title: title}})
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessBug, Agent: agent,
+		Meta: task.Meta{Title: title}})
 	require.NoError(t, err)
 	tasks, err := f.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: time.Minute,
 		Agents: []repository.AgentLimit{{Login: agent, MaxConcurrency: 4}}})
@@ -91,15 +92,15 @@ func (f *flow) spawner(agents map[string]Agent, env map[string]string) *Spawner 
 // a one-line prompt: the flow tests need the branch name, not a prompt.
 type titlePrompt struct{}
 
-func (titlePrompt) Gather(_ context.Context, t repository.Task) (*prompts.Input, error) {
-	return &prompts.Input{Task: t, Issue: repository.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title}}, nil
+func (titlePrompt) Gather(_ context.Context, t task.Task) (*prompts.Input, error) {
+	return &prompts.Input{Task: t, Issue: task.Issue{Repo: t.Repo, Number: t.IssueNumber, Title: t.Meta.Title}}, nil
 }
 
 func (titlePrompt) Build(in *prompts.Input) (*prompts.Prompt, error) {
 	return &prompts.Prompt{Text: fmt.Sprintf("Fix %s#%d in %s.", in.Task.Repo, in.Task.IssueNumber, in.Checkout.Dir)}, nil
 }
 
-func (f *flow) attempt(t *testing.T, id int64) repository.Attempt {
+func (f *flow) attempt(t *testing.T, id int64) task.Attempt {
 	t.Helper()
 	attempts, err := f.store.Attempts(context.Background(), id)
 	require.NoError(t, err)
@@ -138,14 +139,14 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 				Limits: sandbox.Limits{MemoryBytes: 8 << 30, Processes: 4096, CPUTime: time.Hour, OpenFiles: 8192}}}
 			sp := f.spawner(agents, map[string]string{"PATH": cli.PATH, "LANG": "C.UTF-8", "CODER1_TOKEN": agentGitToken})
 
-			task := f.claim(t, "acme/widget", 3, "Crash on empty config", "coder1")
-			sp.Handle(context.Background(), task)
+			tk := f.claim(t, "acme/widget", 3, "Crash on empty config", "coder1")
+			sp.Handle(context.Background(), tk)
 
-			a := f.attempt(t, task.ID)
+			a := f.attempt(t, tk.ID)
 			logText, _ := os.ReadFile(a.LogPath)
-			require.Equal(t, repository.AttemptSucceeded, a.Outcome, "%s\n%s", a.Error, logText)
+			require.Equal(t, task.AttemptSucceeded, a.Outcome, "%s\n%s", a.Error, logText)
 			require.Empty(t, model.Errors())
-			tree := f.ws.TreePath("acme/widget", task.ID)
+			tree := f.ws.TreePath("acme/widget", tk.ID)
 			written, err := os.ReadFile(filepath.Join(tree, "hello.txt"))
 			require.NoError(t, err, "the file is in the task's worktree")
 			assert.Equal(t, script.Content, string(written))
@@ -160,9 +161,9 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 			if preset != "codex" {
 				assert.InDelta(t, script.Cost(), a.CostUSD, 1e-9)
 			}
-			got, err := f.store.Task(context.Background(), task.ID)
+			got, err := f.store.Task(context.Background(), tk.ID)
 			require.NoError(t, err)
-			assert.Equal(t, repository.StatusWorking, got.Status, "the task waits for Gitea's pull request event")
+			assert.Equal(t, task.StatusWorking, got.Status, "the task waits for Gitea's pull request event")
 		})
 	}
 }
@@ -183,15 +184,15 @@ ls %[1]s/trees/acme > seen.txt 2>&1; ls %[1]s/mirrors/acme >> seen.txt 2>&1; ls 
 	agents := map[string]Agent{"coder1": {Login: "coder1", Argv: cmd.Argv, Home: filepath.Join(f.state, "agents", "coder1", "home"),
 		Worktree: true, Sandboxed: true, Timeout: time.Minute}}
 	sp := f.spawner(agents, map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"})
-	tasks := []repository.Task{f.claim(t, "acme/widget", 3, "Widget", "coder1"), f.claim(t, "acme/gadget", 4, "Gadget", "coder1")}
+	tasks := []task.Task{f.claim(t, "acme/widget", 3, "Widget", "coder1"), f.claim(t, "acme/gadget", 4, "Gadget", "coder1")}
 	var wg sync.WaitGroup
-	for _, task := range tasks {
-		wg.Go(func() { sp.Handle(context.Background(), task) })
+	for _, tk := range tasks {
+		wg.Go(func() { sp.Handle(context.Background(), tk) })
 	}
 	wg.Wait()
 	for i, repo := range []string{"widget", "gadget"} {
 		a := f.attempt(t, tasks[i].ID)
-		require.Equal(t, repository.AttemptSucceeded, a.Outcome, a.Error)
+		require.Equal(t, task.AttemptSucceeded, a.Outcome, a.Error)
 		tree := f.ws.TreePath("acme/"+repo, tasks[i].ID)
 		seen, err := os.ReadFile(filepath.Join(tree, "seen.txt"))
 		require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Metrics are the spawner's collectors.
@@ -54,13 +54,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) started(t repository.Task) {
+func (m *Metrics) started(t task.Task) {
 	if t.DispatchCount == 1 && !t.CreatedAt.IsZero() {
 		m.latency.Observe(time.Since(t.CreatedAt).Seconds())
 	}
 }
 
-func (m *Metrics) finished(t repository.Task, r Result) {
+func (m *Metrics) finished(t task.Task, r Result) {
 	m.runs.WithLabelValues(t.Agent, r.Outcome).Inc()
 	if r.Outcome != OutcomeSpawnError {
 		m.duration.WithLabelValues(t.Agent).Observe(r.Duration.Seconds())

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Command is one agent process to run.
@@ -27,14 +27,16 @@ type Command struct {
 	Stdin []byte // nil: /dev/null
 	// LogPath receives everything the process writes (stdout and stderr).
 	LogPath string
-	// Timeout is the wall-clock limit; the whole process group is killed.
+	// Timeout is the wall-clock limit; the whole process group is killed
+	// (default DefaultTimeout, 30m).
 	Timeout time.Duration
 	// Usage names the output format to read token and cost usage from.
 	Usage string
 	// MaxCostUSD and MaxTokens kill the process when exceeded (0: no limit).
 	MaxCostUSD float64
 	MaxTokens  int64
-	// TailBytes bounds the output kept for the task attempt (default 16 KiB).
+	// TailBytes bounds the output kept for the task attempt (default
+	// DefaultTailBytes, 16 KiB).
 	TailBytes int
 	// Credential runs the process as another user (the agents' user when
 	// mozi is root); nil: as mozi.
@@ -65,11 +67,22 @@ const (
 )
 
 // ErrLeaseLost cancels a run whose task another runner took over.
-var ErrLeaseLost = repository.ErrLeaseLost
+var ErrLeaseLost = task.ErrLeaseLost
+
+// Defaults of a run.
+const (
+	// DefaultKillGrace is how long SIGTERM has before SIGKILL.
+	DefaultKillGrace = 10 * time.Second
+	// DefaultTailBytes of a run's output are kept with its attempt.
+	DefaultTailBytes = 16 << 10
+	// DefaultTimeout is a run's wall-clock limit.
+	DefaultTimeout = 30 * time.Minute
+)
 
 // ProcessRunner runs agent processes in their own process group.
 type ProcessRunner struct {
-	// KillGrace is how long SIGTERM has before SIGKILL (default 10s).
+	// KillGrace is how long SIGTERM has before SIGKILL (default
+	// DefaultKillGrace, 10s).
 	KillGrace time.Duration
 	Logger    *slog.Logger
 }
@@ -80,11 +93,11 @@ type ProcessRunner struct {
 func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 	grace := r.KillGrace
 	if grace <= 0 {
-		grace = 10 * time.Second
+		grace = DefaultKillGrace
 	}
 	tailBytes := c.TailBytes
 	if tailBytes <= 0 {
-		tailBytes = 16 << 10
+		tailBytes = DefaultTailBytes
 	}
 	start := time.Now()
 	res := Result{ExitCode: -1}
@@ -129,7 +142,7 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 
 	timeout := c.Timeout
 	if timeout <= 0 {
-		timeout = 30 * time.Minute
+		timeout = DefaultTimeout
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

@@ -15,6 +15,7 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -51,11 +52,11 @@ func (r *succeeding) Run(context.Context, Command) Result {
 
 // claimed makes an issue_assigned task and claims it for runner r1 with a
 // lease that expires quickly.
-func claimed(t *testing.T, store *repository.Store) repository.Task {
+func claimed(t *testing.T, store *repository.Store) task.Task {
 	t.Helper()
 	ctx := context.Background()
 	_, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessBug, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessBug, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
 	tasks, err := store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: 200 * time.Millisecond,
 		Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
@@ -67,7 +68,7 @@ func claimed(t *testing.T, store *repository.Store) repository.Task {
 // staticPrompt is a prompter that needs no issue.
 type staticPrompt struct{}
 
-func (staticPrompt) Gather(_ context.Context, t repository.Task) (*prompts.Input, error) {
+func (staticPrompt) Gather(_ context.Context, t task.Task) (*prompts.Input, error) {
 	return &prompts.Input{Task: t}, nil
 }
 
@@ -99,14 +100,14 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 	t.Helper()
 	got, err := store.Task(context.Background(), id)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusWorking, got.Status, "the run succeeded: the task waits for Gitea")
+	assert.Equal(t, task.StatusWorking, got.Status, "the run succeeded: the task waits for Gitea")
 	assert.Empty(t, got.LeaseOwner)
 	assert.Equal(t, 1, got.DispatchCount)
 	assert.Equal(t, 0, got.RetryCount)
 	attempts, err := store.Attempts(context.Background(), id)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
-	assert.Equal(t, repository.AttemptSucceeded, attempts[0].Outcome, "the rescue's 'runner lost' is replaced by the real outcome")
+	assert.Equal(t, task.AttemptSucceeded, attempts[0].Outcome, "the rescue's 'runner lost' is replaced by the real outcome")
 }
 
 // PostgreSQL drops as a run finishes, long enough for the lease to expire
@@ -114,21 +115,21 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 // real outcome when the database is back, and the task does not run again.
 func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
 	real := pgtest.Store(t)
-	task := claimed(t, real)
+	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	store.whileAway = func() {
 		go func() {
-			rescueOnceExpired(t, real, task.ID)
+			rescueOnceExpired(t, real, tk.ID)
 			store.away.Store(false)
 		}()
 	}
 	runner := &succeeding{}
 	sp := newTestSpawner(t, store, runner, t.TempDir())
-	sp.Handle(context.Background(), task)
+	sp.Handle(context.Background(), tk)
 
 	assert.Positive(t, store.failures.Load(), "recording failed while the database was away")
-	assertRecordedOnce(t, real, task.ID)
+	assertRecordedOnce(t, real, tk.ID)
 	got, err := real.ClaimTasks(context.Background(), repository.ClaimRequest{Owner: "r2", Limit: 1,
 		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
 	require.NoError(t, err)
@@ -140,23 +141,23 @@ func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
 // next to the attempt's log and is recorded at the next start.
 func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
 	real := pgtest.Store(t)
-	task := claimed(t, real)
+	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	stateDir := t.TempDir()
 	ctx, shutdown := context.WithCancel(context.Background())
 	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, shutdown) }
-	newTestSpawner(t, store, &succeeding{}, stateDir).Handle(ctx, task)
+	newTestSpawner(t, store, &succeeding{}, stateDir).Handle(ctx, tk)
 
 	kept, err := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.NoError(t, err)
 	require.Len(t, kept, 1, "the outcome is on disk")
-	rescueOnceExpired(t, real, task.ID)
+	rescueOnceExpired(t, real, tk.ID)
 
 	// The next start, with the database back.
 	n, err := newTestSpawner(t, real, &succeeding{}, stateDir).RecordLeftovers(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.NoFileExists(t, kept[0])
-	assertRecordedOnce(t, real, task.ID)
+	assertRecordedOnce(t, real, tk.ID)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/spawner/workspace"
@@ -24,8 +25,8 @@ import (
 
 // Store is what the spawner records runs in (repository.Store).
 type Store interface {
-	Apply(ctx context.Context, id int64, ev repository.Event, c repository.Change) (repository.Result, error)
-	StartRun(ctx context.Context, t repository.Task, owner, logPath string) (repository.Attempt, bool, error)
+	Apply(ctx context.Context, id int64, ev task.Event, c repository.Change) (repository.Result, error)
+	StartRun(ctx context.Context, t task.Task, owner, logPath string) (task.Attempt, bool, error)
 	FinishRun(ctx context.Context, e repository.RunEnd) (repository.Result, error)
 }
 
@@ -37,7 +38,7 @@ type Runner interface {
 // Prompter builds a task's prompt in two steps around the worktree
 // (prompts.Assembler): Gather reads (it may ask Gitea), Build renders.
 type Prompter interface {
-	Gather(ctx context.Context, t repository.Task) (*prompts.Input, error)
+	Gather(ctx context.Context, t task.Task) (*prompts.Input, error)
 	Build(in *prompts.Input) (*prompts.Prompt, error)
 }
 
@@ -46,6 +47,14 @@ type Workspaces interface {
 	Prepare(ctx context.Context, req workspace.Request) (workspace.Workspace, error)
 	Done(taskID int64)
 }
+
+// Defaults of Config.
+const (
+	DefaultRetryBase = 30 * time.Second
+	DefaultRetryMax  = 30 * time.Minute
+	DefaultHoldBase  = 15 * time.Second
+	DefaultHoldMax   = 10 * time.Minute
+)
 
 // Config configures the spawner.
 type Config struct {
@@ -58,8 +67,9 @@ type Config struct {
 	StateDir string
 	GiteaURL string
 	// RetryBase and RetryMax shape the backoff between attempts (defaults
-	// 30s and 30m); HoldBase and HoldMax the wait of a task that cannot
-	// start yet for a reason outside it (defaults 15s and 10m).
+	// DefaultRetryBase and DefaultRetryMax, 30s and 30m); HoldBase and
+	// HoldMax the wait of a task that cannot start yet for a reason
+	// outside it (defaults DefaultHoldBase and DefaultHoldMax, 15s and 10m).
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	HoldBase  time.Duration
@@ -88,7 +98,7 @@ type Config struct {
 
 // Spawner runs a claimed task's agent and moves the task by the outcome.
 // The caller (the dispatcher) holds the task's lease for the whole of
-// Handle and cancels its context with repository.ErrLeaseLost when the
+// Handle and cancels its context with task.ErrLeaseLost when the
 // lease is lost.
 type Spawner struct {
 	cfg     Config
@@ -105,16 +115,16 @@ type Spawner struct {
 // New builds a spawner.
 func New(cfg Config, store Store, runner Runner, prompter Prompter) *Spawner {
 	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = 30 * time.Second
+		cfg.RetryBase = DefaultRetryBase
 	}
 	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = 30 * time.Minute
+		cfg.RetryMax = DefaultRetryMax
 	}
 	if cfg.HoldBase <= 0 {
-		cfg.HoldBase = 15 * time.Second
+		cfg.HoldBase = DefaultHoldBase
 	}
 	if cfg.HoldMax <= 0 {
-		cfg.HoldMax = 10 * time.Minute
+		cfg.HoldMax = DefaultHoldMax
 	}
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
@@ -133,8 +143,8 @@ var errPromptUnavailable = errors.New("prompt unavailable")
 
 // Handle runs a claimed task. ctx ending means shutdown (the agent is
 // killed and the attempt recorded as interrupted, not as a failure) or a
-// lost lease (context.Cause is repository.ErrLeaseLost).
-func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
+// lost lease (context.Cause is task.ErrLeaseLost).
+func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 	log := s.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent,
 		"action_type", t.ActionType, "attempt", t.DispatchCount)
 	bg := context.WithoutCancel(ctx) // bookkeeping outlives the shutdown signal
@@ -186,35 +196,35 @@ func (s *Spawner) Handle(ctx context.Context, t repository.Task) {
 
 // hold puts the task back without counting a run: it waits for something
 // outside it (Gitea, a branch another run uses).
-func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t repository.Task, why string) {
-	wait := repository.Backoff(t.Holds+1, s.cfg.HoldBase, s.cfg.HoldMax)
+func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t task.Task, why string) {
+	wait := task.Backoff(t.Holds+1, s.cfg.HoldBase, s.cfg.HoldMax)
 	log.Warn("task cannot start yet, it waits", "reason", why, "wait", wait.Round(time.Second).String())
-	s.apply(ctx, log, t, repository.EventRelease, repository.Change{NotBefore: time.Now().Add(wait), Error: why})
+	s.apply(ctx, log, t, task.EventRelease, repository.Change{NotBefore: time.Now().Add(wait), Error: why})
 }
 
 // failNow fails a task that no retry can help, with its one comment.
-func (s *Spawner) failNow(ctx context.Context, log *slog.Logger, t repository.Task, why string) {
+func (s *Spawner) failNow(ctx context.Context, log *slog.Logger, t task.Task, why string) {
 	log.Error("task failed", "reason", why)
-	if s.apply(ctx, log, t, repository.EventFail, repository.Change{Error: why}) {
+	if s.apply(ctx, log, t, task.EventFail, repository.Change{Error: why}) {
 		s.cfg.Notifier.TaskFailed(ctx, t.ID, why)
 	}
 }
 
 // retryLater counts a failure to start as a failed attempt: retried with
 // backoff, failed once retries run out.
-func (s *Spawner) retryLater(ctx context.Context, log *slog.Logger, t repository.Task, why string) {
+func (s *Spawner) retryLater(ctx context.Context, log *slog.Logger, t task.Task, why string) {
 	if t.RetryCount >= t.MaxRetries {
 		s.failNow(ctx, log, t, why)
 		return
 	}
-	delay := repository.Backoff(t.RetryCount+1, s.cfg.RetryBase, s.cfg.RetryMax)
+	delay := task.Backoff(t.RetryCount+1, s.cfg.RetryBase, s.cfg.RetryMax)
 	log.Warn("task could not start, will retry", "reason", why, "retry_in", delay.Round(time.Second).String())
-	s.apply(ctx, log, t, repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: why})
+	s.apply(ctx, log, t, task.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: why})
 }
 
 // prepareFailed decides what a failure to prepare the worktree means for
 // the task.
-func (s *Spawner) prepareFailed(ctx context.Context, log *slog.Logger, t repository.Task, err error) {
+func (s *Spawner) prepareFailed(ctx context.Context, log *slog.Logger, t task.Task, err error) {
 	why := "workspace: " + err.Error()
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -275,7 +285,7 @@ func (r *prepared) cleanup() {
 
 // prepare makes the run's directories: the worktree (and tells the prompt
 // about it), the agent's home, the run's private directory.
-func (s *Spawner) prepare(ctx context.Context, t repository.Task, a Agent, in *prompts.Input) (*prepared, error) {
+func (s *Spawner) prepare(ctx context.Context, t task.Task, a Agent, in *prompts.Input) (*prepared, error) {
 	r := &prepared{dir: a.Workdir, runDir: filepath.Join(s.cfg.StateDir, "runs", fmt.Sprintf("%d-%d", t.ID, t.DispatchCount))}
 	if a.Worktree {
 		req := Checkout(t, in)
@@ -330,20 +340,20 @@ func PromptCheckout(req workspace.Request, ws workspace.Workspace) *prompts.Chec
 // assigned issue (or a broken deployment to fix), the pull request's head
 // for work on the pull request, and a detached checkout for the rest
 // (reviews of others' work, notifications, discussions, round reviews).
-func Checkout(t repository.Task, in *prompts.Input) workspace.Request {
+func Checkout(t task.Task, in *prompts.Input) workspace.Request {
 	req := workspace.Request{TaskID: t.ID, Repo: t.Repo, Mode: workspace.Detached}
 	head := t.Meta.HeadBranch
 	switch t.ActionType {
-	case repository.ActionIssueAssigned, repository.ActionDeployFailure, repository.ActionInfrastructureFailure:
+	case task.ActionIssueAssigned, task.ActionDeployFailure, task.ActionInfrastructureFailure:
 		req.Mode, req.Branch = workspace.NewBranch, in.Branch()
-	case repository.ActionReviewResult, repository.ActionReviewComment, repository.ActionCIFailure,
-		repository.ActionReviewUpdated:
+	case task.ActionReviewResult, task.ActionReviewComment, task.ActionCIFailure,
+		task.ActionReviewUpdated:
 		if head != "" {
 			req.Mode, req.Branch = workspace.ExistingBranch, head
 		}
-	case repository.ActionReviewRequest:
+	case task.ActionReviewRequest:
 		req.Ref = head
-	case repository.ActionMention:
+	case task.ActionMention:
 		// On a pull request, its author may push to it; anyone else reads.
 		if head != "" && strings.EqualFold(t.Meta.IssueAuthor, t.Agent) && t.PRNumber > 0 {
 			req.Mode, req.Branch = workspace.ExistingBranch, head
@@ -356,7 +366,7 @@ func Checkout(t repository.Task, in *prompts.Input) workspace.Request {
 
 // command builds the process to run: the agent's argv with its prompt,
 // inside its sandbox when it has one.
-func (s *Spawner) command(a Agent, t repository.Task, r *prepared, prompt string, env []string) (Command, error) {
+func (s *Spawner) command(a Agent, t task.Task, r *prepared, prompt string, env []string) (Command, error) {
 	promptFile := filepath.Join(r.runDir, "prompt.md")
 	if err := os.WriteFile(promptFile, []byte(prompt), 0o644); err != nil {
 		return Command{}, fmt.Errorf("write prompt: %w", err)
@@ -393,7 +403,7 @@ func (s *Spawner) command(a Agent, t repository.Task, r *prepared, prompt string
 }
 
 // environment is the agent's whole environment for this task.
-func (s *Spawner) environment(a Agent, t repository.Task) []string {
+func (s *Spawner) environment(a Agent, t task.Task) []string {
 	env := environment(a, Vars{TaskID: t.ID, Repo: t.Repo, Issue: t.IssueNumber, PR: t.PRNumber,
 		Action: string(t.ActionType), Attempt: t.DispatchCount, GiteaURL: s.cfg.GiteaURL}, s.cfg.Getenv)
 	set := func(k, v string) {
@@ -469,7 +479,7 @@ func lookPath(name, path string) (string, error) {
 // finish records the attempt and moves the task by its outcome, in one
 // transaction, and does not give up while the database is away (see
 // record).
-func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Task, attempt repository.Attempt, r Result) {
+func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, attempt task.Attempt, r Result) {
 	attempt.Outcome, attempt.Error, attempt.OutputTail = r.Outcome, r.Err, r.Tail
 	attempt.Duration, attempt.TokensIn, attempt.TokensOut, attempt.CostUSD = r.Duration, r.TokensIn, r.TokensOut, r.CostUSD
 	if r.ExitCode >= 0 {
@@ -485,22 +495,22 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Tas
 		end.Reclaim = false // the run was killed: its task belongs to someone else now
 		msg = "agent stopped: its task was taken over or ended in Gitea"
 	case r.Outcome == OutcomeInterrupted:
-		end.Event, end.Change, end.Reclaim = repository.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, false
+		end.Event, end.Change, end.Reclaim = task.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, false
 		msg = "agent interrupted by shutdown; the task will run again"
 	case r.Outcome == OutcomeSucceeded || t.ActionType.Notification() && r.Outcome != OutcomeSpawnError:
 		if t.ActionType.FinishedOnExit() {
-			end.Event, msg = repository.EventComplete, "agent finished; task done"
+			end.Event, msg = task.EventComplete, "agent finished; task done"
 		} else {
 			msg = "agent finished; task waits for Gitea" // no event: only the lease is dropped
 		}
 	case t.RetryCount < t.MaxRetries:
-		delay := repository.Backoff(t.RetryCount+1, s.cfg.RetryBase, s.cfg.RetryMax)
-		end.Event, end.Change = repository.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: r.Err}
+		delay := task.Backoff(t.RetryCount+1, s.cfg.RetryBase, s.cfg.RetryMax)
+		end.Event, end.Change = task.EventRetry, repository.Change{NotBefore: time.Now().Add(delay), Error: r.Err}
 		log = log.With("error", r.Err, "retry_in", delay.Round(time.Second).String(), "retries_left", t.MaxRetries-t.RetryCount-1)
 		msg = "agent failed, will retry"
 		s.cfg.Metrics.retries.WithLabelValues(t.Agent).Inc()
 	default:
-		end.Event, end.Change = repository.EventFail, repository.Change{Error: r.Err}
+		end.Event, end.Change = task.EventFail, repository.Change{Error: r.Err}
 		log = log.With("error", r.Err)
 		msg = "agent failed, no retry left: task failed"
 	}
@@ -511,12 +521,12 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t repository.Tas
 	case end.Event != "" && !res.Applied:
 		log.Info("task had already moved", "transition", end.Event, "status", res.From)
 		return
-	case end.Event == repository.EventRetry || end.Event == repository.EventFail || r.Outcome == OutcomeLeaseLost:
+	case end.Event == task.EventRetry || end.Event == task.EventFail || r.Outcome == OutcomeLeaseLost:
 		log.Warn(msg)
 	default:
 		log.Info(msg)
 	}
-	if end.Event == repository.EventFail {
+	if end.Event == task.EventFail {
 		s.cfg.Notifier.TaskFailed(context.WithoutCancel(ctx), t.ID, r.Err)
 	}
 }
@@ -554,7 +564,7 @@ func (s *Spawner) record(ctx context.Context, log *slog.Logger, end repository.R
 		if try == 1 {
 			log.Warn("run not recorded yet, retrying until the database answers", "error", err)
 		}
-		wait := repository.Backoff(try, 250*time.Millisecond, 10*time.Second)
+		wait := task.Backoff(try, 250*time.Millisecond, 10*time.Second)
 		select {
 		case <-ctx.Done():
 			if path != "" {
@@ -660,14 +670,14 @@ func (s *Spawner) RecordLeftovers(ctx context.Context) (int, error) {
 		n++
 		s.cfg.Logger.Info("recorded a run kept on disk", "task_id", end.Attempt.TaskID, "attempt", end.Attempt.Attempt,
 			"outcome", end.Attempt.Outcome, "applied", res.Applied, "status", res.From)
-		if end.Event == repository.EventFail && res.Applied {
+		if end.Event == task.EventFail && res.Applied {
 			s.cfg.Notifier.TaskFailed(ctx, end.Attempt.TaskID, end.Change.Error)
 		}
 	}
 	return n, nil
 }
 
-func (s *Spawner) apply(ctx context.Context, log *slog.Logger, t repository.Task, ev repository.Event, c repository.Change) bool {
+func (s *Spawner) apply(ctx context.Context, log *slog.Logger, t task.Task, ev task.Event, c repository.Change) bool {
 	res, err := s.store.Apply(ctx, t.ID, ev, c)
 	if err != nil {
 		log.Error("task not moved", "transition", ev, "error", err)

@@ -6,30 +6,30 @@ package templates
 import (
 	"strings"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // typeLabels maps type/* labels to business types (SPEC §5).
 var typeLabels = []struct {
 	label string
-	bt    repository.BusinessType
+	bt    task.BusinessType
 }{
-	{"type/feat", repository.BusinessFeature},
-	{"type/impl", repository.BusinessImpl},
-	{"type/bug", repository.BusinessBug},
-	{"type/docs", repository.BusinessDocs},
-	{"type/refactor", repository.BusinessRefactor},
-	{"type/test", repository.BusinessTest},
+	{"type/feat", task.BusinessFeature},
+	{"type/impl", task.BusinessImpl},
+	{"type/bug", task.BusinessBug},
+	{"type/docs", task.BusinessDocs},
+	{"type/refactor", task.BusinessRefactor},
+	{"type/test", task.BusinessTest},
 }
 
 // RouteBusinessType decides an issue_assigned task's business type from
 // the issue's labels: any label containing "infrastructure" first, then the
 // type/* labels in the order feat, impl, bug, docs, refactor, test; feature
 // by default.
-func RouteBusinessType(labels []string) repository.BusinessType {
+func RouteBusinessType(labels []string) task.BusinessType {
 	for _, l := range labels {
 		if strings.Contains(strings.ToLower(l), "infrastructure") {
-			return repository.BusinessInfrastructure
+			return task.BusinessInfrastructure
 		}
 	}
 	for _, tl := range typeLabels {
@@ -39,5 +39,5 @@ func RouteBusinessType(labels []string) repository.BusinessType {
 			}
 		}
 	}
-	return repository.BusinessFeature
+	return task.BusinessFeature
 }

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates/yamlpos"
 )
 
@@ -53,8 +53,8 @@ type Template struct {
 // Set is a loaded, validated template set.
 type Set struct {
 	Locale   string
-	actions  map[repository.ActionType]Template
-	business map[repository.BusinessType]Template // issue_assigned
+	actions  map[task.ActionType]Template
+	business map[task.BusinessType]Template // issue_assigned
 	labels   map[string]string
 	sections map[string]string
 	// origin says where each text came from ("en.yaml:12"), for errors.
@@ -72,8 +72,8 @@ func Load(locale, overridePath string) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("templates: read embedded %s: %w", name, err)
 	}
-	s := &Set{Locale: locale, actions: map[repository.ActionType]Template{},
-		business: map[repository.BusinessType]Template{}, labels: map[string]string{},
+	s := &Set{Locale: locale, actions: map[task.ActionType]Template{},
+		business: map[task.BusinessType]Template{}, labels: map[string]string{},
 		sections: map[string]string{}, origin: map[string]string{}}
 	if err := s.merge("templates/"+name, data); err != nil {
 		return nil, err
@@ -111,20 +111,20 @@ func (s *Set) merge(source string, data []byte) error {
 	for _, name := range sortedKeys(f.Actions) {
 		af := f.Actions[name]
 		key := "actions." + name
-		action, err := repository.ParseActionType(name)
+		action, err := task.ParseActionType(name)
 		if err != nil {
 			return fail(key, "%v", err)
 		}
 		t := s.actions[action]
 		mergeTemplate(&t, af.Hint, af.Role, af.Steps, af.OutputTemplate, key, at, s.origin)
 		s.actions[action] = t
-		if len(af.Business) > 0 && action != repository.ActionIssueAssigned {
+		if len(af.Business) > 0 && action != task.ActionIssueAssigned {
 			return fail(key+".business", "only issue_assigned is refined by business type")
 		}
 		for _, bname := range sortedKeys(af.Business) {
 			bf := af.Business[bname]
 			bkey := key + ".business." + bname
-			bt, err := repository.ParseBusinessType(bname)
+			bt, err := task.ParseBusinessType(bname)
 			if err != nil {
 				return fail(bkey, "%v", err)
 			}
@@ -185,7 +185,7 @@ func (s *Set) validate() error {
 			}
 		}
 	}
-	for _, a := range repository.ActionTypes {
+	for _, a := range task.ActionTypes {
 		key := "actions." + string(a)
 		t, ok := s.actions[a]
 		if !ok {
@@ -193,8 +193,8 @@ func (s *Set) validate() error {
 			continue
 		}
 		known := allowed(actionVars[a])
-		if a == repository.ActionIssueAssigned {
-			for _, b := range repository.BusinessTypes {
+		if a == task.ActionIssueAssigned {
+			for _, b := range task.BusinessTypes {
 				bkey := key + ".business." + string(b)
 				bt, ok := s.business[b]
 				if !ok {
@@ -225,7 +225,7 @@ func (s *Set) validate() error {
 	return nil
 }
 
-func (s *Set) checkTemplate(t Template, key string, a repository.ActionType, known map[string]bool,
+func (s *Set) checkTemplate(t Template, key string, a task.ActionType, known map[string]bool,
 	check func(string, string, map[string]bool), bad func(string, string, ...any)) {
 	if strings.TrimSpace(t.Hint) == "" {
 		bad(key+".hint", "is empty")
@@ -285,16 +285,16 @@ func merged(base, over Template) Template {
 
 // Resolve returns the template of an action (and, for issue_assigned, its
 // business type; feature when none is given).
-func (s *Set) Resolve(a repository.ActionType, b repository.BusinessType) (Template, error) {
+func (s *Set) Resolve(a task.ActionType, b task.BusinessType) (Template, error) {
 	t, ok := s.actions[a]
 	if !ok {
 		return Template{}, fmt.Errorf("templates: no template for action %q", a)
 	}
-	if a != repository.ActionIssueAssigned {
+	if a != task.ActionIssueAssigned {
 		return t, nil
 	}
 	if b == "" {
-		b = repository.BusinessFeature
+		b = task.BusinessFeature
 	}
 	bt, ok := s.business[b]
 	if !ok {
@@ -313,7 +313,7 @@ var reportFieldRE = regexp.MustCompile(`(?m)^\s*\*\*([^*\n]+?)\s*(?:[:：]\s*)?\
 
 // ReportFields lists the "**Field**" names of an action's output template:
 // what its [Action Report] must contain.
-func (s *Set) ReportFields(a repository.ActionType, b repository.BusinessType) []string {
+func (s *Set) ReportFields(a task.ActionType, b task.BusinessType) []string {
 	t, err := s.Resolve(a, b)
 	if err != nil {
 		return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestDefaultSetsLoad(t *testing.T) {
@@ -17,8 +17,8 @@ func TestDefaultSetsLoad(t *testing.T) {
 	for _, locale := range Locales {
 		s, err := Load(locale, "")
 		require.NoError(t, err, locale)
-		for _, a := range repository.ActionTypes {
-			tpl, err := s.Resolve(a, repository.BusinessBug)
+		for _, a := range task.ActionTypes {
+			tpl, err := s.Resolve(a, task.BusinessBug)
 			require.NoError(t, err)
 			assert.NotEmpty(t, tpl.Hint, "%s %s", locale, a)
 			assert.NotEmpty(t, tpl.Steps, "%s %s", locale, a)
@@ -30,9 +30,9 @@ func TestBusinessTypesDifferInStepsAndReport(t *testing.T) {
 	t.Parallel()
 	s, err := Load("en", "")
 	require.NoError(t, err)
-	seen := map[string]repository.BusinessType{}
-	for _, b := range repository.BusinessTypes {
-		tpl, err := s.Resolve(repository.ActionIssueAssigned, b)
+	seen := map[string]task.BusinessType{}
+	for _, b := range task.BusinessTypes {
+		tpl, err := s.Resolve(task.ActionIssueAssigned, b)
 		require.NoError(t, err)
 		key := tpl.Hint + strings.Join(tpl.Steps, "|") + tpl.OutputTemplate
 		if other, dup := seen[key]; dup {
@@ -40,15 +40,15 @@ func TestBusinessTypesDifferInStepsAndReport(t *testing.T) {
 		}
 		seen[key] = b
 	}
-	bug, _ := s.Resolve(repository.ActionIssueAssigned, repository.BusinessBug)
+	bug, _ := s.Resolve(task.ActionIssueAssigned, task.BusinessBug)
 	assert.Contains(t, bug.Hint, "root cause")
 	assert.Equal(t, []string{"Root cause", "Fix", "Branch", "PR", "CI"},
-		s.ReportFields(repository.ActionIssueAssigned, repository.BusinessBug))
+		s.ReportFields(task.ActionIssueAssigned, task.BusinessBug))
 	zh, err := Load("zh", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"根因", "修复方式", "分支", "PR", "CI"},
-		zh.ReportFields(repository.ActionIssueAssigned, repository.BusinessBug))
-	assert.Empty(t, s.ReportFields(repository.ActionIssueClosed, ""), "a notification asks for no report")
+		zh.ReportFields(task.ActionIssueAssigned, task.BusinessBug))
+	assert.Empty(t, s.ReportFields(task.ActionIssueClosed, ""), "a notification asks for no report")
 }
 
 func writeOverride(t *testing.T, body string) string {
@@ -77,10 +77,10 @@ sections:
 `)
 	s, err := Load("en", path)
 	require.NoError(t, err)
-	ci, _ := s.Resolve(repository.ActionCIFailure, "")
+	ci, _ := s.Resolve(task.ActionCIFailure, "")
 	assert.Equal(t, []string{"Open {target_url}", "Fix it on {head_branch}"}, ci.Steps)
 	assert.Contains(t, ci.Hint, "CI failed", "what the override leaves out stays")
-	docs, _ := s.Resolve(repository.ActionIssueAssigned, repository.BusinessDocs)
+	docs, _ := s.Resolve(task.ActionIssueAssigned, task.BusinessDocs)
 	assert.Equal(t, "Write the docs for {repo}#{issue_number}.", docs.Hint)
 	assert.NotEmpty(t, docs.Steps)
 	assert.Contains(t, s.Section("wiki_guide"), "handbook")

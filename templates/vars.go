@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Vars are the values mozi fills placeholders with.
@@ -17,18 +17,18 @@ var commonVars = []string{
 }
 
 // actionVars are the extra placeholders each action's texts may use.
-var actionVars = map[repository.ActionType][]string{
-	repository.ActionCIFailure:             {"pr_number", "head_sha", "head_branch", "status_context", "target_url"},
-	repository.ActionReviewResult:          {"pr_number", "head_branch", "reviewer", "review_state"},
-	repository.ActionReviewComment:         {"pr_number", "head_branch", "reviewer", "review_state"},
-	repository.ActionReviewRequest:         {"pr_number", "head_branch"},
-	repository.ActionReviewUpdated:         {"pr_number", "head_branch"},
-	repository.ActionMention:               {"mentioned_by"},
-	repository.ActionDeployFailure:         {"head_sha", "status_context", "target_url"},
-	repository.ActionInfrastructureFailure: {"head_sha", "status_context", "target_url"},
-	repository.ActionIssueClosed:           {"closed_by"},
-	repository.ActionReviewMerged:          {"pr_number", "head_branch", "merged_by"},
-	repository.ActionRoundReview:           {"round"},
+var actionVars = map[task.ActionType][]string{
+	task.ActionCIFailure:             {"pr_number", "head_sha", "head_branch", "status_context", "target_url"},
+	task.ActionReviewResult:          {"pr_number", "head_branch", "reviewer", "review_state"},
+	task.ActionReviewComment:         {"pr_number", "head_branch", "reviewer", "review_state"},
+	task.ActionReviewRequest:         {"pr_number", "head_branch"},
+	task.ActionReviewUpdated:         {"pr_number", "head_branch"},
+	task.ActionMention:               {"mentioned_by"},
+	task.ActionDeployFailure:         {"head_sha", "status_context", "target_url"},
+	task.ActionInfrastructureFailure: {"head_sha", "status_context", "target_url"},
+	task.ActionIssueClosed:           {"closed_by"},
+	task.ActionReviewMerged:          {"pr_number", "head_branch", "merged_by"},
+	task.ActionRoundReview:           {"round"},
 }
 
 // sectionVars are the extra placeholders of sections and labels.
@@ -59,7 +59,7 @@ var (
 )
 
 // ActionVars lists the placeholders an action's texts may use.
-func ActionVars(a repository.ActionType) []string {
+func ActionVars(a task.ActionType) []string {
 	return append(append([]string{}, commonVars...), actionVars[a]...)
 }
 
@@ -136,17 +136,17 @@ func Brief(title string) string {
 }
 
 // BranchKind is the branch prefix of a business type (fix/, feat/, …).
-func BranchKind(b repository.BusinessType) string {
+func BranchKind(b task.BusinessType) string {
 	switch b {
-	case repository.BusinessBug, repository.BusinessInfrastructure:
+	case task.BusinessBug, task.BusinessInfrastructure:
 		return "fix"
-	case repository.BusinessImpl:
+	case task.BusinessImpl:
 		return "impl"
-	case repository.BusinessDocs:
+	case task.BusinessDocs:
 		return "docs"
-	case repository.BusinessRefactor:
+	case task.BusinessRefactor:
 		return "refactor"
-	case repository.BusinessTest:
+	case task.BusinessTest:
 		return "test"
 	}
 	return "feat"

@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/webhook/payload"
+	"github.com/moziplus/mozi/repository/gitea/payload"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // rescue returns tasks whose runner stopped renewing its lease to pending,
 // each once.
 func (t *Ticker) rescue(ctx context.Context) (int, error) {
 	tasks, err := t.store.RescueExpired(ctx)
-	for _, task := range tasks {
-		t.cfg.Logger.Warn("task rescued: its runner stopped renewing the lease", "task_id", task.ID,
-			"repo", task.Repo, "issue", task.IssueNumber, "agent", task.Agent)
+	for _, tk := range tasks {
+		t.cfg.Logger.Warn("task rescued: its runner stopped renewing the lease", "task_id", tk.ID,
+			"repo", tk.Repo, "issue", tk.IssueNumber, "agent", tk.Agent)
 		t.cfg.Metrics.rescues.Inc()
 	}
 	if len(tasks) > 0 {
@@ -76,39 +77,36 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 		if err != nil {
 			return false, err
 		}
-		if pr.State != "closed" {
+		if pr.State != task.StateClosed {
 			return false, nil
 		}
-		body, err := payload.PullClosedBody(ref.Repo, payload.PullRequest{Number: pr.Number, Title: pr.Title,
-			Body: pr.Body, State: pr.State, Author: pr.Author, HeadRef: pr.HeadRef, HeadSHA: pr.HeadSHA,
-			BaseRef: pr.BaseRef, Merged: pr.Merged, MergedBy: pr.MergedBy, UpdatedAt: pr.UpdatedAt, ClosedAt: pr.ClosedAt})
+		body, err := payload.PullClosedBody(pr)
 		if err != nil {
 			return false, err
 		}
 		return t.inject(ctx, fmt.Sprintf("reconcile:%s#%d:closed:%d", ref.Repo, ref.Number, pr.UpdatedAt.Unix()),
-			"pull_request", "closed", ref.Repo, body)
+			"pull_request", payload.ActionClosed, ref.Repo, body)
 	}
 	issue, err := t.gitea.FetchIssue(ctx, ref.Repo, ref.Number)
 	if err != nil {
 		return false, err
 	}
-	cached, known, err := t.store.Issue(ctx, ref.Repo, ref.Number)
-	if err != nil {
+	cached, err := t.store.Issue(ctx, ref.Repo, ref.Number)
+	known := err == nil
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return false, err
 	}
 	if known && !issue.UpdatedAt.After(cached.UpdatedAt) {
 		return false, nil
 	}
-	action := "edited"
+	action := payload.ActionEdited
 	switch {
 	case issue.Closed() && (!known || !cached.Closed()):
-		action = "closed"
+		action = payload.ActionClosed
 	case !issue.Closed() && known && cached.Closed():
-		action = "reopened"
+		action = payload.ActionReopened
 	}
-	body, err := payload.IssueEventBody(ref.Repo, action, payload.Issue{Number: issue.Number,
-		Title: issue.Title, Body: issue.Body, State: issue.State, Author: issue.Author, Labels: issue.Labels,
-		Assignees: issue.Assignees, CreatedAt: issue.CreatedAt, UpdatedAt: issue.UpdatedAt, ClosedAt: issue.ClosedAt})
+	body, err := payload.IssueEventBody(action, issue)
 	if err != nil {
 		return false, err
 	}
@@ -140,8 +138,7 @@ func (t *Ticker) statuses(ctx context.Context) (int, error) {
 			if s.State != "failure" && s.State != "error" {
 				continue
 			}
-			body, err := payload.StatusBody(pr.Repo, payload.Status{ID: s.ID, SHA: pr.HeadSHA, Context: s.Context,
-				State: s.State, TargetURL: s.TargetURL, Description: s.Description, UpdatedAt: s.UpdatedAt})
+			body, err := payload.StatusBody(s)
 			if err != nil {
 				return n, err
 			}
@@ -170,17 +167,17 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 			if err := tx.LockIssue(ctx, m.Repo, m.IssueNumber); err != nil {
 				return err
 			}
-			task := repository.NewTask{Repo: m.Repo, IssueNumber: m.IssueNumber, ActionType: repository.ActionMention,
-				Agent: m.Mentioned, Priority: repository.DefaultPriority, HopCount: m.HopCount,
+			nt := repository.NewTask{Repo: m.Repo, IssueNumber: m.IssueNumber, ActionType: task.ActionMention,
+				Agent: m.Mentioned, Priority: task.DefaultPriority, HopCount: m.HopCount,
 				MaxRetries: t.cfg.MaxRetries,
-				Meta:       repository.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
-			if issue, ok, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err != nil {
+				Meta:       task.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
+			if issue, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err == nil {
+				nt.Meta.Title, nt.Meta.Labels, nt.IssueBody = issue.Title, issue.Labels, issue.Body
+				nt.ParentIssue, nt.DependsOn = issue.ParentIssue, issue.DependsOn
+			} else if !errors.Is(err, task.ErrNotFound) {
 				return err
-			} else if ok {
-				task.Meta.Title, task.Meta.Labels, task.IssueBody = issue.Title, issue.Labels, issue.Body
-				task.ParentIssue, task.DependsOn = issue.ParentIssue, issue.DependsOn
 			}
-			created, refused, err := tx.CreateGuarded(ctx, task, t.guard(m.CreatedAt))
+			created, refused, err := tx.CreateGuarded(ctx, nt, t.guard(m.CreatedAt))
 			if err != nil {
 				return err
 			}
@@ -188,7 +185,7 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 			if refused == "" {
 				outcome, n = "task", n+1
 			} else {
-				t.refused(task, refused)
+				t.refused(nt, refused)
 			}
 			return tx.ConsumeMention(ctx, m.ID, created.ID, outcome)
 		})
@@ -231,15 +228,15 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 	n := 0
 	for _, r := range due {
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
-			task := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: repository.ActionRoundReview,
-				Agent: t.cfg.Lead, Priority: repository.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
-				Meta: repository.Meta{Round: r.Round, Event: "ticker/rounds"}}
-			if parent, ok, err := tx.Issue(ctx, r.Repo, r.Parent); err != nil {
+			nt := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: task.ActionRoundReview,
+				Agent: t.cfg.Lead, Priority: task.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
+				Meta: task.Meta{Round: r.Round, Event: "ticker/rounds"}}
+			if parent, err := tx.Issue(ctx, r.Repo, r.Parent); err == nil {
+				nt.Meta.Title, nt.Meta.Labels, nt.IssueBody = parent.Title, parent.Labels, parent.Body
+			} else if !errors.Is(err, task.ErrNotFound) {
 				return err
-			} else if ok {
-				task.Meta.Title, task.Meta.Labels, task.IssueBody = parent.Title, parent.Labels, parent.Body
 			}
-			_, refused, err := tx.CreateGuarded(ctx, task, t.guard(time.Time{}))
+			_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
 			switch {
 			case err != nil:
 				return err
@@ -248,7 +245,7 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 				t.cfg.Logger.Info("round complete: round review created", "repo", r.Repo, "issue", r.Parent,
 					"round", r.Round, "agent", t.cfg.Lead)
 			default:
-				t.refused(task, refused)
+				t.refused(nt, refused)
 			}
 			return nil
 		})
@@ -280,19 +277,19 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 				return err
 			}
 			for _, agent := range t.cfg.Agents {
-				task := repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
-					ActionType: repository.ActionDiscussion, Agent: agent, Priority: repository.PriorityFromLabels(issue.Labels),
-					DedupeKey: repository.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
-					MaxRetries: t.cfg.MaxRetries, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
+				nt := repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
+					ActionType: task.ActionDiscussion, Agent: agent, Priority: task.PriorityFromLabels(issue.Labels),
+					DedupeKey: task.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
+					MaxRetries: t.cfg.MaxRetries, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
 						IssueAuthor: issue.Author, Event: "ticker/discussions"}}
-				_, refused, err := tx.CreateGuarded(ctx, task, t.guard(time.Time{}))
+				_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
 				if err != nil {
 					return err
 				}
 				if refused == "" {
 					n++
 				} else {
-					t.refused(task, refused)
+					t.refused(nt, refused)
 				}
 			}
 			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", len(t.cfg.Agents))
@@ -311,8 +308,8 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 // orphans fails pending tasks of agents no longer declared.
 func (t *Ticker) orphans(ctx context.Context) (int, error) {
 	tasks, err := t.store.FailOrphans(ctx, t.cfg.Declared)
-	for _, task := range tasks {
-		t.cfg.Logger.Warn("task failed: its agent is not declared any more", "task_id", task.ID, "agent", task.Agent)
+	for _, tk := range tasks {
+		t.cfg.Logger.Warn("task failed: its agent is not declared any more", "task_id", tk.ID, "agent", tk.Agent)
 	}
 	return len(tasks), err
 }
@@ -335,11 +332,11 @@ func (t *Ticker) prune(ctx context.Context) (int, error) {
 // missingText says what a stalled task's agent left undone, for logs and
 // the failure comment.
 var missingText = map[string]string{
-	repository.FollowUpPullRequest: "opening a pull request",
-	repository.FollowUpPullClosed:  "a merged pull request (its pull request was closed without merge)",
-	repository.FollowUpReport:      "posting its [Action Report]",
-	repository.FollowUpPush:        "pushing commits that answer the review",
-	repository.FollowUpReview:      "submitting a review",
+	task.FollowUpPullRequest: "opening a pull request",
+	task.FollowUpPullClosed:  "a merged pull request (its pull request was closed without merge)",
+	task.FollowUpReport:      "posting its [Action Report]",
+	task.FollowUpPush:        "pushing commits that answer the review",
+	task.FollowUpReview:      "submitting a review",
 }
 
 // watchdog finds tasks whose agent's run ended without what moves them
@@ -353,11 +350,11 @@ func (t *Ticker) watchdog(ctx context.Context) (int, error) {
 	}
 	n, followed := 0, 0
 	for _, st := range stalled {
-		task := st.Task
-		log := t.cfg.Logger.With("task_id", task.ID, "repo", task.Repo, "issue", task.IssueNumber, "agent", task.Agent,
-			"action_type", task.ActionType, "missing", st.Missing)
-		if task.Meta.FollowUp != st.Missing {
-			res, err := t.store.FollowUp(ctx, task.ID, st.Missing)
+		tk := st.Task
+		log := t.cfg.Logger.With("task_id", tk.ID, "repo", tk.Repo, "issue", tk.IssueNumber, "agent", tk.Agent,
+			"action_type", tk.ActionType, "missing", st.Missing)
+		if tk.Meta.FollowUp != st.Missing {
+			res, err := t.store.FollowUp(ctx, tk.ID, st.Missing)
 			if err != nil {
 				return n, err
 			}
@@ -369,14 +366,14 @@ func (t *Ticker) watchdog(ctx context.Context) (int, error) {
 			continue
 		}
 		why := fmt.Sprintf("the agent's runs ended without %s, also after a follow-up", missingText[st.Missing])
-		res, err := t.store.Apply(ctx, task.ID, repository.EventFail, repository.Change{Error: why})
+		res, err := t.store.Apply(ctx, tk.ID, task.EventFail, repository.Change{Error: why})
 		if err != nil {
 			return n, err
 		}
 		if res.Applied {
 			log.Error("task failed: " + why)
 			t.cfg.Metrics.stalled.WithLabelValues("fail").Inc()
-			t.cfg.Notifier.TaskFailed(ctx, task.ID, why)
+			t.cfg.Notifier.TaskFailed(ctx, tk.ID, why)
 			n++
 		}
 	}

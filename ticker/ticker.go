@@ -20,15 +20,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 )
 
-// Gitea is what the ticker asks Gitea (repository.Gitea).
+// Gitea is what the ticker asks Gitea (gitea.Client). What it answers
+// names its repository (and a status its commit), as Gitea's client does.
 type Gitea interface {
-	FetchIssue(ctx context.Context, repo string, number int) (repository.Issue, error)
-	FetchPullRequest(ctx context.Context, repo string, number int) (repository.PullRequestState, error)
-	FetchStatuses(ctx context.Context, repo, sha string) ([]repository.StatusState, error)
+	FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error)
+	FetchPullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error)
+	FetchStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error)
 }
+
+// Defaults of Config.
+const (
+	DefaultLeaderTTL      = 15 * time.Second
+	DefaultSweepEvery     = 10 * time.Second
+	DefaultReconcileEvery = 5 * time.Minute
+	DefaultReconcileAge   = 10 * time.Minute
+	DefaultMentionsAge    = time.Minute
+	DefaultStatusesEvery  = 2 * time.Minute
+	DefaultPruneEvery     = time.Hour
+	DefaultRetention      = 30 * 24 * time.Hour
+)
+
+// DefaultWatchdogQuiet is how long a task waits on its agent's output
+// before the completion watchdog steps in.
+const DefaultWatchdogQuiet = 30 * time.Minute
 
 // Config configures the ticker; zero durations take defaults.
 type Config struct {
@@ -39,26 +57,34 @@ type Config struct {
 	Agents   []string
 	Lead     string
 	Declared []string
-	// LeaderTTL is the leader lease (default 30s, renewed every third).
+	// LeaderTTL is the leader lease (default DefaultLeaderTTL, 15s,
+	// renewed every third).
 	LeaderTTL time.Duration
-	// Intervals of the jobs.
-	RescueEvery    time.Duration // default 10s
-	ReconcileEvery time.Duration // default 5m
-	ReconcileAge   time.Duration // issues whose copy is older are re-read (default 10m)
-	MentionsEvery  time.Duration // default 30s
-	MentionsAge    time.Duration // queued mentions older than this are turned into tasks (default 1m)
-	RoundsEvery    time.Duration // default 30s
-	DiscussEvery   time.Duration // default 15s
-	StatusesEvery  time.Duration // default 2m
-	OrphansEvery   time.Duration // default 1m
-	PruneEvery     time.Duration // default 1h
-	WatchdogEvery  time.Duration // default 1m
+	// SweepEvery runs the quick sweeps: rescue, mentions, rounds,
+	// discussions, orphans, watchdog and breakers (default
+	// DefaultSweepEvery, 10s).
+	SweepEvery time.Duration
+	// ReconcileEvery re-reads from Gitea the issues live tasks wait on
+	// (default DefaultReconcileEvery, 5m); issues whose copy is older than
+	// ReconcileAge are re-read (default DefaultReconcileAge, 10m).
+	ReconcileEvery time.Duration
+	ReconcileAge   time.Duration
+	// MentionsAge: queued mentions older than this are turned into tasks
+	// (default DefaultMentionsAge, 1m).
+	MentionsAge time.Duration
+	// StatusesEvery polls the commit statuses of pull requests in review
+	// (default DefaultStatusesEvery, 2m).
+	StatusesEvery time.Duration
+	// PruneEvery deletes what is older than Retention (default
+	// DefaultPruneEvery, 1h).
+	PruneEvery time.Duration
 	// WatchdogQuiet is how long a task may wait on its agent's output
 	// (a pull request, an [Action Report], a push, a review) after the
-	// agent's run ended before the watchdog steps in (default 30m).
+	// agent's run ended before the watchdog steps in (default
+	// DefaultWatchdogQuiet, 30m).
 	WatchdogQuiet time.Duration
 	// Retention keeps processed deliveries, effects, mentions and attempt
-	// logs of finished tasks this long (default 30 days).
+	// logs of finished tasks this long (default DefaultRetention, 30 days).
 	Retention time.Duration
 	// MaxRetries of the tasks the ticker creates (0: the default).
 	MaxRetries int
@@ -85,20 +111,15 @@ func (c *Config) setDefaults() {
 			*d = v
 		}
 	}
-	def(&c.LeaderTTL, 30*time.Second)
-	def(&c.RescueEvery, 10*time.Second)
-	def(&c.ReconcileEvery, 5*time.Minute)
-	def(&c.ReconcileAge, 10*time.Minute)
-	def(&c.MentionsEvery, 30*time.Second)
-	def(&c.MentionsAge, time.Minute)
-	def(&c.RoundsEvery, 30*time.Second)
-	def(&c.DiscussEvery, 15*time.Second)
-	def(&c.StatusesEvery, 2*time.Minute)
-	def(&c.OrphansEvery, time.Minute)
-	def(&c.PruneEvery, time.Hour)
-	def(&c.WatchdogEvery, time.Minute)
+	def(&c.LeaderTTL, DefaultLeaderTTL)
+	def(&c.SweepEvery, DefaultSweepEvery)
+	def(&c.ReconcileEvery, DefaultReconcileEvery)
+	def(&c.ReconcileAge, DefaultReconcileAge)
+	def(&c.MentionsAge, DefaultMentionsAge)
+	def(&c.StatusesEvery, DefaultStatusesEvery)
+	def(&c.PruneEvery, DefaultPruneEvery)
 	def(&c.WatchdogQuiet, DefaultWatchdogQuiet)
-	def(&c.Retention, 30*24*time.Hour)
+	def(&c.Retention, DefaultRetention)
 	if c.WakeInbox == nil {
 		c.WakeInbox = func() {}
 	}
@@ -145,25 +166,21 @@ const (
 	JobBreakers    = "breakers"
 )
 
-// DefaultWatchdogQuiet is how long a task waits on its agent's output
-// before the completion watchdog steps in.
-const DefaultWatchdogQuiet = 30 * time.Minute
-
 // New builds a ticker; gitea may be nil.
 func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 	cfg.setDefaults()
 	t := &Ticker{cfg: cfg, store: store, gitea: gitea}
 	t.jobs = []job{
-		{name: JobRescue, every: cfg.RescueEvery, run: t.rescue},
+		{name: JobRescue, every: cfg.SweepEvery, run: t.rescue},
 		{name: JobReconcile, every: cfg.ReconcileEvery, run: t.reconcile},
-		{name: JobMentions, every: cfg.MentionsEvery, run: t.mentions},
-		{name: JobRounds, every: cfg.RoundsEvery, run: t.rounds},
-		{name: JobDiscussions, every: cfg.DiscussEvery, run: t.discussions},
+		{name: JobMentions, every: cfg.SweepEvery, run: t.mentions},
+		{name: JobRounds, every: cfg.SweepEvery, run: t.rounds},
+		{name: JobDiscussions, every: cfg.SweepEvery, run: t.discussions},
 		{name: JobStatuses, every: cfg.StatusesEvery, run: t.statuses},
-		{name: JobOrphans, every: cfg.OrphansEvery, run: t.orphans},
+		{name: JobOrphans, every: cfg.SweepEvery, run: t.orphans},
 		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
-		{name: JobWatchdog, every: cfg.WatchdogEvery, run: t.watchdog},
-		{name: JobBreakers, every: cfg.RescueEvery, run: t.breakers},
+		{name: JobWatchdog, every: cfg.SweepEvery, run: t.watchdog},
+		{name: JobBreakers, every: cfg.SweepEvery, run: t.breakers},
 	}
 	return t
 }

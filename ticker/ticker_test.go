@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,11 +18,13 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -29,40 +32,46 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // fakeGitea answers what the ticker asks; a nil answer is a 404-like error.
 type fakeGitea struct {
 	mu       sync.Mutex
-	issues   map[int]repository.Issue
-	statuses map[string][]repository.StatusState
+	issues   map[int]task.Issue
+	statuses map[string][]task.CommitStatus
 	err      error
 	calls    int
 }
 
 var errGiteaDown = errors.New("gitea: 502 Bad Gateway")
 
-func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (repository.Issue, error) {
+func (f *fakeGitea) FetchIssue(_ context.Context, _ string, n int) (task.Issue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
-		return repository.Issue{}, f.err
+		return task.Issue{}, f.err
 	}
 	i, ok := f.issues[n]
 	if !ok {
-		return repository.Issue{}, repository.ErrNotFound
+		return task.Issue{}, task.ErrNotFound
 	}
 	return i, nil
 }
 
-func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (repository.PullRequestState, error) {
-	return repository.PullRequestState{}, repository.ErrNotFound
+func (f *fakeGitea) FetchPullRequest(context.Context, string, int) (task.PullRequest, error) {
+	return task.PullRequest{}, task.ErrNotFound
 }
 
-func (f *fakeGitea) FetchStatuses(_ context.Context, _ string, sha string) ([]repository.StatusState, error) {
+// FetchStatuses answers, as Gitea's client does, statuses that name their
+// repository and commit.
+func (f *fakeGitea) FetchStatuses(_ context.Context, repo, sha string) ([]task.CommitStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
 		return nil, f.err
 	}
-	return f.statuses[sha], nil
+	out := slices.Clone(f.statuses[sha])
+	for i := range out {
+		out[i].Repo, out[i].SHA = repo, sha
+	}
+	return out, nil
 }
 
 // world is a store fed by the recorded deliveries through the real intake
@@ -76,17 +85,17 @@ type world struct {
 	gitea     *fakeGitea
 }
 
-func newWorld(t *testing.T, opts ...func(*webhook.MapperConfig)) *world {
+func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	t.Helper()
 	store := pgtest.Store(t)
-	agents := webhook.NewAgents([]webhook.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
+	agents := rules.NewAgents([]rules.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
 		{Login: "lead", Lead: true}})
-	mcfg := webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
+	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
 		TaskBudgetPerHour: 1000}
 	for _, o := range opts {
 		o(&mcfg)
 	}
-	mapper := webhook.NewMapper(mcfg)
+	mapper := rules.New(mcfg)
 	intake, err := webhook.NewIntake(store, webhook.IntakeConfig{InsecureNoSignature: true})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +145,7 @@ func (w *world) ticker(cfg ticker.Config) *ticker.Ticker {
 }
 
 // tasks lists the tasks of an agent on an issue, newest first.
-func (w *world) tasks(action repository.ActionType, agent string, issue int) []repository.Task {
+func (w *world) tasks(action task.ActionType, agent string, issue int) []task.Task {
 	w.t.Helper()
 	tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{Repo: "acme/widget",
 		IssueNumber: issue, Agent: agent, ActionType: action})
@@ -144,7 +153,7 @@ func (w *world) tasks(action repository.ActionType, agent string, issue int) []r
 	return tasks
 }
 
-func (w *world) task(action repository.ActionType, agent string, issue int) repository.Task {
+func (w *world) task(action task.ActionType, agent string, issue int) task.Task {
 	w.t.Helper()
 	tasks := w.tasks(action, agent, issue)
 	require.NotEmpty(w.t, tasks, "no %s task of %s on #%d", action, agent, issue)
@@ -158,15 +167,14 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 opened, assigned to coder2
-	live := w.task(repository.ActionIssueAssigned, "coder2", 3)
-	require.Equal(t, repository.StatusPending, live.Status)
-	cached, ok, err := w.store.Issue(ctx, "acme/widget", 3)
+	live := w.task(task.ActionIssueAssigned, "coder2", 3)
+	require.Equal(t, task.StatusPending, live.Status)
+	cached, err := w.store.Issue(ctx, "acme/widget", 3)
 	require.NoError(t, err)
-	require.True(t, ok)
 
 	closed := cached
 	closed.State, closed.UpdatedAt, closed.ClosedAt = "closed", cached.UpdatedAt.Add(time.Hour), cached.UpdatedAt.Add(time.Hour)
-	w.gitea.issues = map[int]repository.Issue{3: closed}
+	w.gitea.issues = map[int]task.Issue{3: closed}
 	tk := w.ticker(ticker.Config{ReconcileAge: time.Millisecond})
 	time.Sleep(5 * time.Millisecond) // the copy is now older than ReconcileAge
 
@@ -176,7 +184,7 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobReconcile))
 	w.drain()
-	assert.Equal(t, repository.StatusDone, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	assert.Equal(t, task.StatusDone, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 	deliveries, err := w.store.ListDeliveries(ctx, repository.DeliveryFilter{})
 	require.NoError(t, err)
 	assert.Equal(t, "closed", deliveries[0].Action)
@@ -192,19 +200,18 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009", "019") // #3 assigned to coder2; PR #4 opened for it
-	pr, ok, err := w.store.PullRequest(ctx, "acme/widget", 4)
+	pr, err := w.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
-	require.True(t, ok)
 	require.NotEmpty(t, pr.HeadSHA)
-	w.gitea.statuses = map[string][]repository.StatusState{pr.HeadSHA: {
+	w.gitea.statuses = map[string][]task.CommitStatus{pr.HeadSHA: {
 		{ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()},
 		{ID: 72, Context: "ci/test", State: "failure", Description: "2 tests failed", UpdatedAt: time.Now()},
 	}}
 	tk := w.ticker(ticker.Config{})
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobStatuses), "the failure, not the success")
 	w.drain()
-	failure := w.task(repository.ActionCIFailure, "coder2", 4)
-	assert.Equal(t, repository.StatusPending, failure.Status)
+	failure := w.task(task.ActionCIFailure, "coder2", 4)
+	assert.Equal(t, task.StatusPending, failure.Status)
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobStatuses), "the same status is not fed twice")
 }
 
@@ -213,17 +220,17 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 func TestDiscussionBroadcastOnce(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 50, Title: "Which queue?",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 50, Title: "Which queue?",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 51, Title: "Not yet",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 51, Title: "Not yet",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(time.Hour)}))
 	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
 	assert.Equal(t, 2, tk.RunJob(ctx, ticker.JobDiscussions))
 	for _, agent := range []string{"coder1", "coder2"} {
-		assert.Equal(t, repository.StatusPending, w.task(repository.ActionDiscussion, agent, 50).Status)
+		assert.Equal(t, task.StatusPending, w.task(task.ActionDiscussion, agent, 50).Status)
 	}
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions), "broadcast once")
-	assert.Empty(t, w.tasks(repository.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
 }
 
 // Pending tasks of an agent removed from the configuration fail with a
@@ -232,20 +239,20 @@ func TestOrphansFail(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	ghost, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8,
-		ActionType: repository.ActionMention, Agent: "ghost", Priority: 2})
+		ActionType: task.ActionMention, Agent: "ghost", Priority: 2})
 	require.NoError(t, err)
 	kept, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8,
-		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionMention, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
 	tk := w.ticker(ticker.Config{Declared: []string{"coder1"}})
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobOrphans))
 	got, err := w.store.Task(ctx, ghost.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusFailed, got.Status)
+	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "agent ghost is not declared")
 	got, err = w.store.Task(ctx, kept.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, task.StatusPending, got.Status)
 }
 
 // Prune removes processed deliveries and the logs of finished tasks older
@@ -256,17 +263,17 @@ func TestPruneByRetention(t *testing.T) {
 	w.replay("002", "004") // #1 opened, #2 assigned to coder1
 	dir := t.TempDir()
 	finished, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 9,
-		ActionType: repository.ActionIssueClosed, Agent: "coder1", Priority: 2})
+		ActionType: task.ActionIssueClosed, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
-	live := w.task(repository.ActionIssueAssigned, "coder1", 2)
+	live := w.task(task.ActionIssueAssigned, "coder1", 2)
 	logs := map[int64]string{}
-	for _, task := range []repository.Task{finished, live} {
-		logs[task.ID] = filepath.Join(dir, fmt.Sprintf("%d-1.log", task.ID))
-		require.NoError(t, os.WriteFile(logs[task.ID], []byte("agent output"), 0o600))
-		_, err := w.store.StartAttempt(ctx, task, "r1", logs[task.ID])
+	for _, tk := range []task.Task{finished, live} {
+		logs[tk.ID] = filepath.Join(dir, fmt.Sprintf("%d-1.log", tk.ID))
+		require.NoError(t, os.WriteFile(logs[tk.ID], []byte("agent output"), 0o600))
+		_, err := w.store.StartAttempt(ctx, tk, "r1", logs[tk.ID])
 		require.NoError(t, err)
 	}
-	_, err = w.store.Apply(ctx, finished.ID, repository.EventComplete, repository.Change{})
+	_, err = w.store.Apply(ctx, finished.ID, task.EventComplete, repository.Change{})
 	require.NoError(t, err)
 
 	now := time.Now()
@@ -288,14 +295,14 @@ func TestEveryUnassignedParentGetsItsDiscussion(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	for _, n := range []int{60, 61} {
-		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: "Plan",
+		require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: n, Title: "Plan",
 			State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
 	}
 	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
 	assert.Equal(t, 4, tk.RunJob(ctx, ticker.JobDiscussions))
 	for _, n := range []int{60, 61} {
 		for _, agent := range []string{"coder1", "coder2"} {
-			assert.Len(t, w.tasks(repository.ActionDiscussion, agent, n), 1, "%s on #%d", agent, n)
+			assert.Len(t, w.tasks(task.ActionDiscussion, agent, n), 1, "%s on #%d", agent, n)
 		}
 	}
 }
@@ -307,14 +314,14 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	save := func(n, parent int, state string) {
-		require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: n, Title: fmt.Sprintf("#%d", n),
+		require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: n, Title: fmt.Sprintf("#%d", n),
 			State: state, Author: "owner", ParentIssue: parent, UpdatedAt: time.Now()}))
 	}
-	task := func(n int) repository.Task {
-		task, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: n, ParentIssue: 70,
-			ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1", Priority: 2})
+	create := func(n int) task.Task {
+		created, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: n, ParentIssue: 70,
+			ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessFeature, Agent: "coder1", Priority: 2})
 		require.NoError(t, err)
-		return task
+		return created
 	}
 	save(70, 0, "open")
 	save(71, 70, "closed")
@@ -322,16 +329,16 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 	save(80, 0, "open")
 	save(81, 80, "closed")
 	save(82, 80, "closed")
-	failing := task(72)
+	failing := create(72)
 	tk := w.ticker(ticker.Config{Lead: "lead"})
 
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#80's round only: #72 is still being worked on")
-	_, err := w.store.Apply(ctx, failing.ID, repository.EventFail, repository.Change{Error: "retries exhausted"})
+	_, err := w.store.Apply(ctx, failing.ID, task.EventFail, repository.Change{Error: "retries exhausted"})
 	require.NoError(t, err)
 	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#72 failed: #70's round is complete too")
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "each round once")
 	for _, parent := range []int{70, 80} {
-		reviews := w.tasks(repository.ActionRoundReview, "lead", parent)
+		reviews := w.tasks(task.ActionRoundReview, "lead", parent)
 		require.Len(t, reviews, 1, "parent #%d", parent)
 		assert.Equal(t, 1, reviews[0].Meta.Round)
 	}
@@ -358,26 +365,26 @@ func (f *fakeCommenter) PostComment(_ context.Context, _ string, number int, bod
 
 // runEnds claims a task and records a run of it that exited 0: the task
 // then waits, without a lease, for Gitea.
-func (w *world) runEnds(task repository.Task) {
+func (w *world) runEnds(t task.Task) {
 	w.t.Helper()
 	ctx := context.Background()
 	claimed, err := w.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 10, LeaseTTL: time.Minute,
-		Agents: []repository.AgentLimit{{Login: task.Agent, MaxConcurrency: 10}}})
+		Agents: []repository.AgentLimit{{Login: t.Agent, MaxConcurrency: 10}}})
 	require.NoError(w.t, err)
 	require.NotEmpty(w.t, claimed)
 	for _, c := range claimed {
-		if c.ID != task.ID {
+		if c.ID != t.ID {
 			continue
 		}
 		a, started, err := w.store.StartRun(ctx, c, "r1", "")
 		require.NoError(w.t, err)
 		require.True(w.t, started)
-		a.Outcome = repository.AttemptSucceeded
+		a.Outcome = task.AttemptSucceeded
 		_, err = w.store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1"})
 		require.NoError(w.t, err)
 		return
 	}
-	w.t.Fatalf("task %d was not claimed", task.ID)
+	w.t.Fatalf("task %d was not claimed", t.ID)
 }
 
 // An agent that exits 0 without opening its pull request leaves its task
@@ -389,11 +396,11 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 assigned to coder2
-	task := w.task(repository.ActionIssueAssigned, "coder2", 3)
+	assigned := w.task(task.ActionIssueAssigned, "coder2", 3)
 	approved, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 40, PRNumber: 40,
-		ActionType: repository.ActionReviewResult, Agent: "coder1", Priority: 2, Meta: repository.Meta{ReviewState: "approved"}})
+		ActionType: task.ActionReviewResult, Agent: "coder1", Priority: 2, Meta: task.Meta{ReviewState: "approved"}})
 	require.NoError(t, err)
-	w.runEnds(task)
+	w.runEnds(assigned)
 	w.runEnds(approved)
 
 	commenter := &fakeCommenter{}
@@ -401,22 +408,22 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 		Notifier: notice.New(commenter, w.store, nil)})
 	acted := func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }
 	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the stalled task is followed up")
-	got := w.task(repository.ActionIssueAssigned, "coder2", 3)
-	assert.Equal(t, repository.StatusPending, got.Status, "the agent runs once more")
-	assert.Equal(t, repository.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
+	got := w.task(task.ActionIssueAssigned, "coder2", 3)
+	assert.Equal(t, task.StatusPending, got.Status, "the agent runs once more")
+	assert.Equal(t, task.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
 	assert.Equal(t, 0, got.RetryCount, "a follow-up is not a failed attempt")
 
 	w.runEnds(got) // the follow-up run ends cleanly, still without a pull request
 	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the task is failed")
-	got = w.task(repository.ActionIssueAssigned, "coder2", 3)
-	assert.Equal(t, repository.StatusFailed, got.Status)
+	got = w.task(task.ActionIssueAssigned, "coder2", 3)
+	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "without opening a pull request, also after a follow-up")
 	require.Len(t, commenter.comments[3], 1, "one comment on the issue")
 	assert.Contains(t, commenter.comments[3][0], "failed")
 
 	still, err := w.store.Task(ctx, approved.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusWorking, still.Status, "an approved review waits for a person's merge")
+	assert.Equal(t, task.StatusWorking, still.Status, "an approved review waits for a person's merge")
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobWatchdog))
 }
 
@@ -426,9 +433,9 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.replay("007", "009") // #3 assigned to coder2
-	w.runEnds(w.task(repository.ActionIssueAssigned, "coder2", 3))
+	w.runEnds(w.task(task.ActionIssueAssigned, "coder2", 3))
 	w.replay("019") // PR #4 for #3: the task goes to review
-	require.Equal(t, repository.StatusReview, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	require.Equal(t, task.StatusReview, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 	pr := recording.Find(w.fixtures, "030")
 	closed, err := pr.Edit(func(p map[string]any) {
 		p["pull_request"].(map[string]any)["merged"] = false
@@ -436,11 +443,11 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	})
 	require.NoError(t, err)
 	w.send(closed)
-	require.Equal(t, repository.StatusWorking, w.task(repository.ActionIssueAssigned, "coder2", 3).Status)
+	require.Equal(t, task.StatusWorking, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 
 	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond})
 	require.Eventually(t, func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }, 10*time.Second, 20*time.Millisecond)
-	assert.Equal(t, repository.FollowUpPullClosed, w.task(repository.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
+	assert.Equal(t, task.FollowUpPullClosed, w.task(task.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
 }
 
 // The ticker's tasks pass the guards the webhook's do: no task for a
@@ -456,14 +463,14 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 			return err
 		}))
 	}
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 91, Title: "Closed",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 91, Title: "Closed",
 		State: "closed", Author: "owner", UpdatedAt: time.Now().Add(time.Hour), ClosedAt: time.Now().Add(time.Hour)}))
 	queue(91, 5001) // mentioned, then the issue was closed
 
-	require.NoError(t, w.store.SaveIssue(ctx, repository.Issue{Repo: "acme/widget", Number: 92, Title: "Busy",
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 92, Title: "Busy",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
 	_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 92,
-		ActionType: repository.ActionMention, Agent: "coder2", Priority: 2})
+		ActionType: task.ActionMention, Agent: "coder2", Priority: 2})
 	require.NoError(t, err)
 	queue(92, 5002) // the budget of one task per hour is spent
 
@@ -471,9 +478,9 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 	time.Sleep(time.Millisecond) // older than MentionsAge
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobMentions))
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobDiscussions))
-	assert.Empty(t, w.tasks(repository.ActionMention, "coder1", 91))
-	assert.Empty(t, w.tasks(repository.ActionMention, "coder1", 92))
-	assert.Empty(t, w.tasks(repository.ActionDiscussion, "coder1", 92))
+	assert.Empty(t, w.tasks(task.ActionMention, "coder1", 91))
+	assert.Empty(t, w.tasks(task.ActionMention, "coder1", 92))
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 92))
 	mentions, err := w.store.Mentions(ctx, "acme/widget", 91)
 	require.NoError(t, err)
 	assert.Equal(t, "skipped", mentions[0].Outcome, "consumed, not left to retry for ever")
@@ -483,7 +490,7 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 // new agent runs there pause (other repositories go on), the issue gets
 // one comment saying so, and the breaker closes by itself.
 func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
-	w := newWorld(t, func(c *webhook.MapperConfig) {
+	w := newWorld(t, func(c *rules.Config) {
 		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: 2 * time.Second}
 	})
 	ctx := context.Background()
@@ -500,7 +507,7 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 		w.send(storm)
 	}
 	for _, repo := range []string{"acme/widget", "acme/gadget"} {
-		_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: 50, ActionType: repository.ActionMention,
+		_, err := w.store.CreateTask(ctx, repository.NewTask{Repo: repo, IssueNumber: 50, ActionType: task.ActionMention,
 			Agent: "coder2", Priority: 2})
 		require.NoError(t, err)
 	}
@@ -509,8 +516,8 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 			Agents: []repository.AgentLimit{{Login: "coder2", MaxConcurrency: 10}}})
 		require.NoError(t, err)
 		var repos []string
-		for _, task := range tasks {
-			repos = append(repos, task.Repo)
+		for _, tk := range tasks {
+			repos = append(repos, tk.Repo)
 		}
 		return repos
 	}

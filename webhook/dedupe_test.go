@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Two events about two objects are two pieces of work: a notice keyed per
@@ -14,11 +14,11 @@ import (
 func TestDedupeKeysNameTheirObject(t *testing.T) {
 	t.Parallel()
 
-	notices := func(t *testing.T, b *bundle, action repository.ActionType) []int {
+	notices := func(t *testing.T, b *bundle, action task.ActionType) []int {
 		var issues []int
-		for _, task := range b.tasks(t) {
-			if task.ActionType == action {
-				issues = append(issues, task.IssueNumber)
+		for _, tk := range b.tasks(t) {
+			if tk.ActionType == action {
+				issues = append(issues, tk.IssueNumber)
 			}
 		}
 		return issues
@@ -35,7 +35,7 @@ func TestDedupeKeysNameTheirObject(t *testing.T) {
 			b.send(t, f, o)
 		}
 		b.drain(t)
-		assert.Equal(t, []int{4, 8}, notices(t, b, repository.ActionReviewMerged))
+		assert.Equal(t, []int{4, 8}, notices(t, b, task.ActionReviewMerged))
 	})
 
 	t.Run("two issues closed in the same second give two close notices", func(t *testing.T) {
@@ -50,6 +50,6 @@ func TestDedupeKeysNameTheirObject(t *testing.T) {
 			b.send(t, f, o)
 		}
 		b.drain(t)
-		assert.Equal(t, []int{3, 9}, notices(t, b, repository.ActionIssueClosed))
+		assert.Equal(t, []int{3, 9}, notices(t, b, task.ActionIssueClosed))
 	})
 }

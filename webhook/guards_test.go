@@ -13,8 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 func fixture(t *testing.T, prefix string) recording.Fixture {
@@ -59,12 +61,12 @@ func (b *bundle) send(t *testing.T, f recording.Fixture, override map[string]str
 	require.Equal(t, http.StatusAccepted, b.post(t, f, override), f.Name)
 }
 
-func liveTasks(t *testing.T, b *bundle, action repository.ActionType) []repository.Task {
+func liveTasks(t *testing.T, b *bundle, action task.ActionType) []task.Task {
 	t.Helper()
-	var out []repository.Task
-	for _, task := range b.tasks(t) {
-		if task.ActionType == action && !task.Status.Terminal() {
-			out = append(out, task)
+	var out []task.Task
+	for _, tk := range b.tasks(t) {
+		if tk.ActionType == action && !tk.Status.Terminal() {
+			out = append(out, tk)
 		}
 	}
 	return out
@@ -94,7 +96,7 @@ func TestLoopGuards(t *testing.T) {
 
 	t.Run("the per-issue hourly budget stops a mention storm", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) { mc.TaskBudgetPerHour = 3 })
+		b := setup(t, func(mc *rules.Config, _ *webhook.IntakeConfig) { mc.TaskBudgetPerHour = 3 })
 		for i := range 10 {
 			author, target := "lead", "coder1"
 			if i%2 == 1 {
@@ -104,8 +106,8 @@ func TestLoopGuards(t *testing.T) {
 			b.send(t, f, o)
 			b.drain(t)
 			// Finish the mention so the next one may create a task.
-			for _, task := range liveTasks(t, b, repository.ActionMention) {
-				_, err := b.store.Apply(context.Background(), task.ID, repository.EventComplete, repository.Change{})
+			for _, tk := range liveTasks(t, b, task.ActionMention) {
+				_, err := b.store.Apply(context.Background(), tk.ID, task.EventComplete, repository.Change{})
 				require.NoError(t, err)
 			}
 		}
@@ -117,7 +119,7 @@ func TestLoopGuards(t *testing.T) {
 
 	t.Run("a chain of agents mentioning agents stops at the hop limit", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) { mc.MaxMentionHops = 2 })
+		b := setup(t, func(mc *rules.Config, _ *webhook.IntakeConfig) { mc.MaxMentionHops = 2 })
 		chain := []struct{ author, target string }{
 			{"alice", "coder1"},  // a human starts the chain: hop 0
 			{"coder1", "coder2"}, // hop 1
@@ -130,8 +132,8 @@ func TestLoopGuards(t *testing.T) {
 			b.drain(t)
 		}
 		var hops []int
-		for _, task := range b.tasks(t) {
-			hops = append(hops, task.HopCount)
+		for _, tk := range b.tasks(t) {
+			hops = append(hops, tk.HopCount)
 		}
 		assert.Equal(t, []int{0, 1, 2}, hops)
 		mentions, err := b.store.Mentions(context.Background(), "acme/widget", 3)
@@ -148,10 +150,10 @@ func TestStatusBeforeThePullRequestNamesItsCommit(t *testing.T) {
 		b.send(t, fixture(t, name), nil)
 	}
 	b.drain(t)
-	assert.Empty(t, liveTasks(t, b, repository.ActionCIFailure))
+	assert.Empty(t, liveTasks(t, b, task.ActionCIFailure))
 	b.send(t, fixture(t, "023"), nil) // the PR's head moves to that SHA
 	b.drain(t)
-	failures := liveTasks(t, b, repository.ActionCIFailure)
+	failures := liveTasks(t, b, task.ActionCIFailure)
 	require.Len(t, failures, 1)
 	assert.Equal(t, "coder2", failures[0].Agent)
 	assert.Equal(t, 4, failures[0].IssueNumber)
@@ -161,7 +163,7 @@ func TestStatusBeforeThePullRequestNamesItsCommit(t *testing.T) {
 	f, o := edit(t, fixture(t, "025"), "status-again", func(map[string]any) {})
 	b.send(t, f, o)
 	b.drain(t)
-	assert.Len(t, liveTasks(t, b, repository.ActionCIFailure), 1)
+	assert.Len(t, liveTasks(t, b, task.ActionCIFailure), 1)
 }
 
 func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
@@ -172,7 +174,7 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 	})
 	b.send(t, f, o)
 	b.drain(t)
-	failures := liveTasks(t, b, repository.ActionDeployFailure)
+	failures := liveTasks(t, b, task.ActionDeployFailure)
 	require.Len(t, failures, 1)
 	assert.Equal(t, "infra1", failures[0].Agent)
 	assert.Equal(t, 0, failures[0].IssueNumber, "a repository-level task")
@@ -180,7 +182,7 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 	report, ro := comment(t, "infra-report", 3000, "infra1", "[Action Report]\n**Cause**: disk full\n**Fix**: pruned images")
 	b.send(t, report, ro)
 	b.drain(t)
-	assert.Empty(t, liveTasks(t, b, repository.ActionDeployFailure), "the infra agent's report finishes it")
+	assert.Empty(t, liveTasks(t, b, task.ActionDeployFailure), "the infra agent's report finishes it")
 	done, err := b.store.Task(context.Background(), failures[0].ID)
 	require.NoError(t, err)
 	assert.Equal(t, "disk full", done.Meta.Report["Cause"])
@@ -188,8 +190,8 @@ func TestDeployFailureGoesToTheInfraAgent(t *testing.T) {
 
 func TestIncompleteReportIsRecorded(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(mc *webhook.MapperConfig, _ *webhook.IntakeConfig) {
-		mc.ReportFields = func(repository.ActionType, repository.BusinessType) []string {
+	b := setup(t, func(mc *rules.Config, _ *webhook.IntakeConfig) {
+		mc.ReportFields = func(task.ActionType, task.BusinessType) []string {
 			return []string{"Cause", "Fix", "CI"}
 		}
 	})
@@ -200,7 +202,7 @@ func TestIncompleteReportIsRecorded(t *testing.T) {
 	b.drain(t)
 	tasks := b.tasks(t)
 	require.Len(t, tasks, 1)
-	assert.Equal(t, repository.StatusDone, tasks[0].Status, "an incomplete report still finishes the task")
+	assert.Equal(t, task.StatusDone, tasks[0].Status, "an incomplete report still finishes the task")
 	assert.Equal(t, []string{"Fix", "CI"}, tasks[0].Meta.ReportMissed)
 }
 
@@ -224,7 +226,7 @@ func TestFailingDeliveryIsRetriedThenParked(t *testing.T) {
 		}
 	}
 	require.Len(t, b.tasks(t), 1, "processed on the third attempt")
-	d, _, err := b.store.Delivery(context.Background(), fixture(t, "009").Header("X-Gitea-Delivery"))
+	d, err := b.store.Delivery(context.Background(), fixture(t, "009").Header("X-Gitea-Delivery"))
 	require.NoError(t, err)
 	assert.Equal(t, repository.OutcomeProcessed, d.Outcome)
 	assert.Equal(t, 3, d.Attempts)
@@ -237,7 +239,7 @@ func TestFailingDeliveryIsRetriedThenParked(t *testing.T) {
 	b.send(t, fixture(t, "013"), nil)
 	deadline = time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		d, _, err = b.store.Delivery(context.Background(), fixture(t, "013").Header("X-Gitea-Delivery"))
+		d, err = b.store.Delivery(context.Background(), fixture(t, "013").Header("X-Gitea-Delivery"))
 		require.NoError(t, err)
 		if d.Outcome == repository.OutcomeParked {
 			break
@@ -262,7 +264,7 @@ func TestFailingDeliveryIsRetriedThenParked(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	b.drain(t)
-	d, _, err = b.store.Delivery(context.Background(), d.ID)
+	d, err = b.store.Delivery(context.Background(), d.ID)
 	require.NoError(t, err)
 	assert.Equal(t, repository.OutcomeProcessed, d.Outcome, "an operator's requeue processes it")
 }
@@ -322,11 +324,11 @@ func TestInfraReportFinishesOnlyTheFailureItAnswers(t *testing.T) {
 	deploy("deploy-a", "aaaaaaa1111111111111111111111111111111111", "deploy/production", 81)
 	deploy("deploy-b", "bbbbbbb2222222222222222222222222222222222", "deploy/staging", 82)
 	b.drain(t)
-	require.Len(t, liveTasks(t, b, repository.ActionDeployFailure), 2)
+	require.Len(t, liveTasks(t, b, task.ActionDeployFailure), 2)
 	open := func() []string {
 		var ctxs []string
-		for _, task := range liveTasks(t, b, repository.ActionDeployFailure) {
-			ctxs = append(ctxs, task.Meta.StatusCtx)
+		for _, tk := range liveTasks(t, b, task.ActionDeployFailure) {
+			ctxs = append(ctxs, tk.Meta.StatusCtx)
 		}
 		return ctxs
 	}
@@ -354,11 +356,11 @@ func TestClosingADependencyWakesItsDependents(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	waiting, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 8, DependsOn: []int{3},
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1",
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessFeature, Agent: "coder1",
 		Priority: 2, NotBefore: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	other, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 9, DependsOn: []int{4},
-		ActionType: repository.ActionIssueAssigned, BusinessType: repository.BusinessFeature, Agent: "coder1",
+		ActionType: task.ActionIssueAssigned, BusinessType: task.BusinessFeature, Agent: "coder1",
 		Priority: 2, NotBefore: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 

@@ -17,11 +17,18 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/webhook/payload"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 )
 
 // Path is where Gitea posts deliveries.
 const Path = "/webhooks/gitea"
+
+// Defaults of IntakeConfig.
+const (
+	DefaultMaxBodyBytes = 10 << 20
+	DefaultWriters      = 4
+	DefaultMaxBatch     = 256
+)
 
 // IntakeConfig configures the HTTP intake.
 type IntakeConfig struct {
@@ -29,10 +36,12 @@ type IntakeConfig struct {
 	Secrets []string
 	// InsecureNoSignature accepts unsigned deliveries (never in production).
 	InsecureNoSignature bool
-	// MaxBodyBytes rejects larger bodies with 413 (default 10 MiB).
+	// MaxBodyBytes rejects larger bodies with 413 (default
+	// DefaultMaxBodyBytes, 10 MiB).
 	MaxBodyBytes int64
 	// Writers caps the commits running at once and MaxBatch the
-	// deliveries per commit (defaults 4 and 256).
+	// deliveries per commit (defaults DefaultWriters and DefaultMaxBatch,
+	// 4 and 256).
 	Writers  int
 	MaxBatch int
 	Logger   *slog.Logger
@@ -56,13 +65,13 @@ func NewIntake(store DeliveryInserter, cfg IntakeConfig) (*Intake, error) {
 		return nil, errors.New("webhook intake: no secret configured (set webhook.secrets or MOZI_WEBHOOK_SECRET, or start with --insecure-no-signature)")
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 10 << 20
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.Writers <= 0 {
-		cfg.Writers = 4
+		cfg.Writers = DefaultWriters
 	}
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 256
+		cfg.MaxBatch = DefaultMaxBatch
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -4,20 +4,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the intake's Prometheus collectors. Label values are bounded:
+// Metrics are the intake's and the inbox processor's Prometheus collectors. Label values are bounded:
 // event names from a fixed set, outcomes, action types.
 type Metrics struct {
-	deliveries        *prometheus.CounterVec
-	ackSeconds        prometheus.Histogram
-	batchSize         prometheus.Histogram
-	processed         *prometheus.CounterVec
-	processSeconds    prometheus.Histogram
-	tasksCreated      *prometheus.CounterVec
-	budgetHits        *prometheus.CounterVec
-	hopLimits         prometheus.Counter
-	breakerTrips      prometheus.Counter
-	anomalies         *prometheus.CounterVec
-	incompleteReports *prometheus.CounterVec
+	deliveries     *prometheus.CounterVec
+	ackSeconds     prometheus.Histogram
+	batchSize      prometheus.Histogram
+	processed      *prometheus.CounterVec
+	processSeconds prometheus.Histogram
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -47,34 +41,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to map one delivery to task changes, in its transaction.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
-		tasksCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_tasks_created_total",
-			Help: "Tasks created, by action type.",
-		}, []string{"action_type"}),
-		budgetHits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_task_budget_hits_total",
-			Help: "Tasks not created because the issue's hourly task budget was spent, by action type.",
-		}, []string{"action_type"}),
-		breakerTrips: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mozi_circuit_breaker_trips_total",
-			Help: "Repositories whose circuit breaker tripped: a storm of agent comments paused new agent runs there.",
-		}),
-		hopLimits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "mozi_mention_hop_limit_total",
-			Help: "Mentions not turned into tasks because the agent-to-agent chain was too long.",
-		}),
-		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_task_anomalies_total",
-			Help: "Terminal events for tasks that never ran, by event.",
-		}, []string{"event"}),
-		incompleteReports: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mozi_action_reports_incomplete_total",
-			Help: "[Action Report] comments missing a field their output template asks for, by action type.",
-		}, []string{"action_type"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.ackSeconds, m.batchSize, m.processed, m.processSeconds,
-			m.tasksCreated, m.budgetHits, m.hopLimits, m.breakerTrips, m.anomalies, m.incompleteReports)
+		reg.MustRegister(m.deliveries, m.ackSeconds, m.batchSize, m.processed, m.processSeconds)
 	}
 	return m
 }

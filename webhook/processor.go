@@ -8,19 +8,32 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// Defaults of ProcessorConfig.
+const (
+	DefaultWorkers      = 2
+	DefaultPollInterval = time.Second
+	DefaultMaxAttempts  = repository.DefaultMaxDeliveryAttempts
+	DefaultBackoffBase  = time.Second
+	DefaultBackoffMax   = 10 * time.Minute
 )
 
 // ProcessorConfig configures the inbox processor.
 type ProcessorConfig struct {
-	// Workers process deliveries concurrently (default 2); work on one
-	// issue is serialised by the mapper's lock.
+	// Workers process deliveries concurrently (default DefaultWorkers, 2);
+	// work on one issue is serialised by the rules' lock.
 	Workers int
 	// PollInterval is the safety-net poll when nobody wakes the processor
-	// (default 1s): retries come due, other replicas accept deliveries.
+	// (default DefaultPollInterval, 1s): retries come due, other replicas
+	// accept deliveries.
 	PollInterval time.Duration
-	// MaxAttempts before a failing delivery is parked (default 8).
+	// MaxAttempts before a failing delivery is parked (default
+	// DefaultMaxAttempts, 8).
 	MaxAttempts int
-	// BackoffBase and BackoffMax shape the retry delays (defaults 1s, 10m).
+	// BackoffBase and BackoffMax shape the retry delays (defaults
+	// DefaultBackoffBase and DefaultBackoffMax, 1s and 10m).
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	Logger      *slog.Logger
@@ -42,22 +55,22 @@ type Processor struct {
 }
 
 // NewProcessor builds a processor that applies each delivery with apply
-// (Mapper.Apply); zero config fields take defaults.
+// (rules.Mapper.Apply); zero config fields take defaults.
 func NewProcessor(store *repository.Store, apply repository.DeliveryFunc, cfg ProcessorConfig) *Processor {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 2
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = time.Second
+		cfg.PollInterval = DefaultPollInterval
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 8
+		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = time.Second
+		cfg.BackoffBase = DefaultBackoffBase
 	}
 	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = 10 * time.Minute
+		cfg.BackoffMax = DefaultBackoffMax
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -74,7 +87,7 @@ func NewProcessor(store *repository.Store, apply repository.DeliveryFunc, cfg Pr
 }
 
 func (p *Processor) backoff(attempt int) time.Duration {
-	return repository.Backoff(attempt, p.cfg.BackoffBase, p.cfg.BackoffMax)
+	return task.Backoff(attempt, p.cfg.BackoffBase, p.cfg.BackoffMax)
 }
 
 // Wake tells the processor a delivery is waiting. It never blocks.

@@ -18,41 +18,43 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 const secret = "s3cret-webhook"
 
-var agents = webhook.NewAgents([]webhook.Agent{
+var agents = rules.NewAgents([]rules.Agent{
 	{Login: "coder1"}, {Login: "coder2"}, {Login: "infra1", Infra: true},
 	{Login: "reviewer1"}, {Login: "lead", Lead: true},
 })
 
 type bundle struct {
-	mapper    *webhook.Mapper
+	mapper    *rules.Mapper
 	store     *repository.Store
 	intake    *webhook.Intake
 	processor *webhook.Processor
 	server    *httptest.Server
 }
 
-type option func(*webhook.MapperConfig, *webhook.IntakeConfig)
+type option func(*rules.Config, *webhook.IntakeConfig)
 
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
 	store := pgtest.Store(t)
-	mcfg := webhook.MapperConfig{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
+	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
 		TaskBudgetPerHour: 1000}
 	icfg := webhook.IntakeConfig{Secrets: []string{secret}}
 	for _, o := range opts {
 		o(&mcfg, &icfg)
 	}
-	b := &bundle{store: store, mapper: webhook.NewMapper(mcfg)}
-	b.processor = webhook.NewProcessor(store, webhook.NewMapper(mcfg).Apply, webhook.ProcessorConfig{
+	b := &bundle{store: store, mapper: rules.New(mcfg)}
+	b.processor = webhook.NewProcessor(store, rules.New(mcfg).Apply, webhook.ProcessorConfig{
 		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	intake, err := webhook.NewIntake(store, icfg)
 	require.NoError(t, err)
@@ -87,7 +89,7 @@ func (b *bundle) drain(t testing.TB) {
 	}
 }
 
-func (b *bundle) tasks(t *testing.T) []repository.Task {
+func (b *bundle) tasks(t *testing.T) []task.Task {
 	t.Helper()
 	tasks, err := b.store.ListTasks(context.Background(), repository.TaskFilter{Limit: 10000})
 	require.NoError(t, err)
@@ -97,11 +99,11 @@ func (b *bundle) tasks(t *testing.T) []repository.Task {
 
 // row is what the acceptance compares of a task.
 type row struct {
-	Action   repository.ActionType
-	Business repository.BusinessType
+	Action   task.ActionType
+	Business task.BusinessType
 	Agent    string
 	Issue    int
-	Status   repository.Status
+	Status   task.Status
 	Parent   int
 	PR       int
 }
@@ -110,7 +112,7 @@ func (r row) String() string {
 	return fmt.Sprintf("%s/%s %s #%d %s parent=%d pr=%d", r.Action, r.Business, r.Agent, r.Issue, r.Status, r.Parent, r.PR)
 }
 
-func rows(tasks []repository.Task) []row {
+func rows(tasks []task.Task) []row {
 	out := make([]row, len(tasks))
 	for i, t := range tasks {
 		out[i] = row{t.ActionType, t.BusinessType, t.Agent, t.IssueNumber, t.Status, t.ParentIssue, t.PRNumber}
@@ -153,18 +155,16 @@ func TestRecordedSequence(t *testing.T) {
 
 	ctx := context.Background()
 	// Facts the mapping recorded along the way.
-	issue3, ok, err := b.store.Issue(ctx, "acme/widget", 3)
+	issue3, err := b.store.Issue(ctx, "acme/widget", 3)
 	require.NoError(t, err)
-	require.True(t, ok)
 	assert.Equal(t, "closed", issue3.State)
 	assert.ElementsMatch(t, []string{"coder2", "infra1"}, issue3.Assignees)
-	pr4, ok, err := b.store.PullRequest(ctx, "acme/widget", 4)
+	pr4, err := b.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
-	require.True(t, ok)
 	assert.True(t, pr4.Merged)
 	assert.Equal(t, []string{"acme/widget#3"}, pr4.LinkedIssues)
 	assert.Equal(t, "3403c9d703782b8ccfc0497aa95bf7cf3b3b07a9", pr4.HeadSHA)
-	pr6, _, err := b.store.PullRequest(ctx, "acme/widget", 6)
+	pr6, err := b.store.PullRequest(ctx, "acme/widget", 6)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"acme/widget#2"}, pr6.LinkedIssues, "linked by branch name")
 
@@ -211,13 +211,13 @@ func assertConverged(t *testing.T, b *bundle) {
 	tasks := b.tasks(t)
 	var live []string
 	seen := map[string]int{}
-	for _, task := range tasks {
-		key := fmt.Sprintf("%s %s #%d", task.ActionType, task.Agent, task.IssueNumber)
-		if !task.Status.Terminal() {
+	for _, tk := range tasks {
+		key := fmt.Sprintf("%s %s #%d", tk.ActionType, tk.Agent, tk.IssueNumber)
+		if !tk.Status.Terminal() {
 			live = append(live, key)
 			seen[key]++
 		}
-		if task.ActionType.Notification() {
+		if tk.ActionType.Notification() {
 			seen["notification "+key]++
 		}
 	}
@@ -239,16 +239,15 @@ func assertConverged(t *testing.T, b *bundle) {
 		5: {"closed", []string{"type/docs"}, []string{"coder1"}, 1, []int{2}},
 	}
 	for number, w := range want {
-		issue, ok, err := b.store.Issue(ctx, "acme/widget", number)
-		require.NoError(t, err)
-		require.True(t, ok, "issue %d known", number)
+		issue, err := b.store.Issue(ctx, "acme/widget", number)
+		require.NoError(t, err, "issue %d known", number)
 		assert.Equal(t, w.state, issue.State, "issue %d", number)
 		assert.ElementsMatch(t, w.labels, issue.Labels, "issue %d", number)
 		assert.ElementsMatch(t, w.assignees, issue.Assignees, "issue %d", number)
 		assert.Equal(t, w.parent, issue.ParentIssue, "issue %d", number)
 		assert.Equal(t, w.depends, issue.DependsOn, "issue %d", number)
 	}
-	pr4, _, err := b.store.PullRequest(ctx, "acme/widget", 4)
+	pr4, err := b.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
 	assert.True(t, pr4.Merged)
 	assert.Equal(t, []string{"acme/widget#3"}, pr4.LinkedIssues)
@@ -280,15 +279,14 @@ func TestRecordedSignatures(t *testing.T) {
 		assert.Equal(t, tt.want, b.post(t, f, tt.override), tt.name)
 	}
 	for _, id := range []string{"wrong-sig", "bad-hex", "unsigned"} {
-		_, found, err := b.store.Delivery(context.Background(), id)
-		require.NoError(t, err)
-		assert.False(t, found, "a rejected delivery %s is not stored", id)
+		_, err := b.store.Delivery(context.Background(), id)
+		assert.ErrorIs(t, err, task.ErrNotFound, "a rejected delivery %s is not stored", id)
 	}
 }
 
 func TestSecretRotation(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *webhook.MapperConfig, ic *webhook.IntakeConfig) {
+	b := setup(t, func(_ *rules.Config, ic *webhook.IntakeConfig) {
 		ic.Secrets = []string{"new-secret", secret}
 	})
 	f := recording.MustLoad()[0]
@@ -299,7 +297,7 @@ func TestSecretRotation(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(_ *webhook.MapperConfig, ic *webhook.IntakeConfig) { ic.MaxBodyBytes = 64 << 10 })
+	b := setup(t, func(_ *rules.Config, ic *webhook.IntakeConfig) { ic.MaxBodyBytes = 64 << 10 })
 	f := recording.MustLoad()[0]
 	send := func(body []byte, headers map[string]string) int {
 		req, err := http.NewRequest(http.MethodPost, b.server.URL+webhook.Path, strings.NewReader(string(body)))
@@ -338,9 +336,8 @@ func TestBadInput(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, send(tt.body, tt.headers), tt.name)
 	}
-	d, found, err := b.store.Delivery(context.Background(), "rel-1")
-	require.NoError(t, err)
-	require.True(t, found, "an unknown event is stored, as ignored")
+	d, err := b.store.Delivery(context.Background(), "rel-1")
+	require.NoError(t, err, "an unknown event is stored, as ignored")
 	assert.Equal(t, repository.OutcomeIgnored, d.Outcome)
 	b.drain(t)
 	assert.Empty(t, b.tasks(t))
@@ -373,11 +370,11 @@ func TestReplayAndDoubleHookHaveOneEffect(t *testing.T) {
 	b.drain(t)
 	tasks = b.tasks(t)
 	require.Len(t, tasks, 1, "no event creates a task twice")
-	assert.Equal(t, repository.StatusDone, tasks[0].Status)
+	assert.Equal(t, task.StatusDone, tasks[0].Status)
 
 	outcomes := map[string]string{}
 	for _, id := range []string{"replay-1", "org-hook-1", "replay-close"} {
-		d, _, err := b.store.Delivery(context.Background(), id)
+		d, err := b.store.Delivery(context.Background(), id)
 		require.NoError(t, err)
 		outcomes[id] = d.Outcome
 	}

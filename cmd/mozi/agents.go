@@ -6,17 +6,18 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/templates"
-	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // webhookAgents is the intake's view of the declared agents.
-func webhookAgents(cfg *config.Config) webhook.Agents {
-	list := make([]webhook.Agent, 0, len(cfg.Agents))
+func webhookAgents(cfg *config.Config) rules.Agents {
+	list := make([]rules.Agent, 0, len(cfg.Agents))
 	for _, a := range cfg.Agents {
-		list = append(list, webhook.Agent{Login: a.Login, Lead: a.Lead, Infra: a.Infra})
+		list = append(list, rules.Agent{Login: a.Login, Lead: a.Lead, Infra: a.Infra})
 	}
-	return webhook.NewAgents(list)
+	return rules.NewAgents(list)
 }
 
 // promptAgent is what prompts say about a declared agent.
@@ -48,7 +49,7 @@ func agentLogins(cfg *config.Config) []string {
 }
 
 // newAssembler builds the one prompt assembler of serve and prompt render.
-func newAssembler(cfg *config.Config, set *templates.Set, reader *repository.IssueReader, store *repository.Store) (*prompts.Assembler, error) {
+func newAssembler(cfg *config.Config, set *templates.Set, reader *gitea.IssueReader, store *repository.Store) (*prompts.Assembler, error) {
 	profiles := map[string]prompts.Agent{}
 	for _, a := range cfg.Agents {
 		pa, err := promptAgent(a)

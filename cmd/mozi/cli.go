@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/moziplus/mozi/cmd/internal/cli"
 )
 
 // env is what every subcommand gets from the outside world.
@@ -36,28 +38,15 @@ func commands() []command {
 		{"prompt", "render --repo R --issue N [--action A] [--agent X] | --payload FILE", "print exactly the prompt mozi would send to an agent", runPrompt},
 		{"doctor", "[--config FILE]", "check configuration, database, Gitea access, webhooks and agents, one line each", runDoctor},
 		{"webhook", "install [--repo OWNER/NAME…] [--org ORG] [--url URL]", "create or update the Gitea webhook that sends mozi its events", runWebhook},
-		{"bench", "intake|dispatch|e2e [FLAGS]", "measure mozi against a private PostgreSQL (see mozi bench --help)", runBench},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for mozi or one command", nil},
 	}
 }
 
-// usageError means the command line was wrong; it exits with status 2.
-type usageError struct{ msg string }
+// usagef is a wrong command line: mozi exits with status 2.
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error) int {
-	var ue *usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	e := &env{getenv: getenv, stdout: stdout, stderr: stderr}
@@ -122,7 +111,7 @@ func newFlagSet(e *env, name string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		w := fs.Output()
-		for _, c := range append(commands(), benchCommands...) {
+		for _, c := range commands() {
 			if c.name == name {
 				fmt.Fprintf(w, "Usage: mozi %s %s\n\n%s.\n", c.name, c.args, c.summary)
 			}
@@ -169,4 +158,4 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 }
 
 // errHelp stops a command after it printed its help.
-var errHelp = errors.New("help shown")
+var errHelp = cli.ErrHelp

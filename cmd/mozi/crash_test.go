@@ -16,8 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // writeConfig writes a serve configuration with one agent run by this test
@@ -104,31 +105,31 @@ func TestCrashWhileAnAgentRuns(t *testing.T) {
 	}
 	dir, store, journal, envs := serveFixture(t, "slow-once")
 	first := startServe(t, filepath.Join(dir, "state"), envs...)
-	task, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
-		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: task.ActionIssueClosed, Agent: "bulk", Priority: 2})
 	require.NoError(t, err)
-	id := fmt.Sprint(task.ID)
+	id := fmt.Sprint(tk.ID)
 	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
 
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	_ = first.waitExit(t, 10*time.Second)
-	got, err := store.Task(context.Background(), task.ID)
+	got, err := store.Task(context.Background(), tk.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusWorking, got.Status, "the database still says working")
+	assert.Equal(t, task.StatusWorking, got.Status, "the database still says working")
 
 	second := startServe(t, filepath.Join(dir, "state"), envs...)
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
 	waitFor(t, "the task to be rescued and done", 30*time.Second, func() bool {
-		got, err := store.Task(context.Background(), task.ID)
-		return err == nil && got.Status == repository.StatusDone
+		got, err := store.Task(context.Background(), tk.ID)
+		return err == nil && got.Status == task.StatusDone
 	})
 	time.Sleep(time.Second) // a few sweeps: nothing more may happen
 	assert.Equal(t, 2, starts(t, journal)[id], "run once before the crash, once after")
-	attempts, err := store.Attempts(context.Background(), task.ID)
+	attempts, err := store.Attempts(context.Background(), tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)
-	assert.Equal(t, repository.AttemptRescued, attempts[0].Outcome)
-	assert.Equal(t, repository.AttemptSucceeded, attempts[1].Outcome)
+	assert.Equal(t, task.AttemptRescued, attempts[0].Outcome)
+	assert.Equal(t, task.AttemptSucceeded, attempts[1].Outcome)
 }
 
 // Two mozi processes on one database, 1,000 tasks: each spawned once.
@@ -145,11 +146,11 @@ func TestTwoReplicasSpawnEachTaskOnce(t *testing.T) {
 	const total = 1000
 	for i := range total {
 		_, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: i + 1,
-			ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+			ActionType: task.ActionIssueClosed, Agent: "bulk", Priority: 2})
 		require.NoError(t, err)
 	}
 	waitFor(t, "every task to be done", 3*time.Minute, func() bool {
-		done, err := store.ListTasks(context.Background(), repository.TaskFilter{Status: repository.StatusDone, Limit: total + 1})
+		done, err := store.ListTasks(context.Background(), repository.TaskFilter{Status: task.StatusDone, Limit: total + 1})
 		return err == nil && len(done) == total
 	})
 	for _, p := range replicas {
@@ -183,10 +184,10 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	dir, store, journal, envs := serveFixture(t, "slow-once")
 	ctx := context.Background()
 	first := startServe(t, filepath.Join(dir, "state"), envs...)
-	task, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 5,
-		ActionType: repository.ActionIssueClosed, Agent: "bulk", Priority: 2})
+	tk, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 5,
+		ActionType: task.ActionIssueClosed, Agent: "bulk", Priority: 2})
 	require.NoError(t, err)
-	id := fmt.Sprint(task.ID)
+	id := fmt.Sprint(tk.ID)
 	waitFor(t, "the agent to start", 20*time.Second, func() bool { return starts(t, journal)[id] == 1 })
 	pid := agentPID(t, journal, id)
 
@@ -195,20 +196,20 @@ func TestGracefulShutdownInterruptsAndResumes(t *testing.T) {
 	require.NoError(t, first.waitExit(t, 30*time.Second), "a clean exit")
 	assert.GreaterOrEqual(t, time.Since(stopped), time.Second, "the agent had its shutdown grace (1s)")
 	assert.Error(t, syscall.Kill(pid, 0), "the agent was killed with mozi")
-	got, err := store.Task(ctx, task.ID)
+	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
-	assert.Equal(t, repository.StatusPending, got.Status)
+	assert.Equal(t, task.StatusPending, got.Status)
 	assert.Zero(t, got.RetryCount, "an interruption is not a failure")
-	attempts, err := store.Attempts(ctx, task.ID)
+	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
-	assert.Equal(t, repository.AttemptInterrupted, attempts[0].Outcome)
+	assert.Equal(t, task.AttemptInterrupted, attempts[0].Outcome)
 
 	second := startServe(t, filepath.Join(dir, "state"), envs...)
 	defer func() { _ = second.cmd.Process.Signal(syscall.SIGTERM); _ = second.waitExit(t, 30*time.Second) }()
 	waitFor(t, "the task to run again and finish", 30*time.Second, func() bool {
-		got, err := store.Task(ctx, task.ID)
-		return err == nil && got.Status == repository.StatusDone
+		got, err := store.Task(ctx, tk.ID)
+		return err == nil && got.Status == task.StatusDone
 	})
 	assert.Equal(t, 2, starts(t, journal)[id])
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/templates"
@@ -204,7 +204,7 @@ func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout tim
 		d.report(verdictWarn, "gitea", "no gitea.url", "mozi then works from webhooks alone: set gitea.url and MOZI_GITEA_TOKEN")
 		return
 	}
-	g, err := repository.NewGitea(repository.GiteaConfig{URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(),
+	g, err := gitea.New(gitea.Config{URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(),
 		Timeout: timeout, MaxAttempts: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		d.report(verdictFail, "gitea", err.Error(), "")
@@ -245,7 +245,7 @@ func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout tim
 	}
 }
 
-func (d *doctor) checkRepo(ctx context.Context, g *repository.Gitea, cfg *config.Config, repo string) {
+func (d *doctor) checkRepo(ctx context.Context, g *gitea.Client, cfg *config.Config, repo string) {
 	admin, err := g.RepoAdmin(ctx, repo)
 	if err != nil {
 		d.report(verdictFail, repo, err.Error(), "does the repository exist, and can "+cfg.Gitea.BotUser+" see it?")
@@ -255,7 +255,7 @@ func (d *doctor) checkRepo(ctx context.Context, g *repository.Gitea, cfg *config
 		d.report(verdictFail, repo, err.Error(), "mozi comments on issues: give its token the write:issue scope")
 		return
 	}
-	hooks, err := g.Hooks(ctx, repository.HookScope{Repo: repo})
+	hooks, err := g.Hooks(ctx, gitea.HookScope{Repo: repo})
 	if err != nil {
 		hint := "listing webhooks needs admin rights on the repository and the read:repository scope"
 		if !admin {
@@ -265,7 +265,7 @@ func (d *doctor) checkRepo(ctx context.Context, g *repository.Gitea, cfg *config
 		return
 	}
 	owner, _, _ := strings.Cut(repo, "/")
-	if orgHooks, err := g.Hooks(ctx, repository.HookScope{Org: owner}); err == nil {
+	if orgHooks, err := g.Hooks(ctx, gitea.HookScope{Org: owner}); err == nil {
 		hooks = append(hooks, orgHooks...) // a user owner or no org rights: repository hooks only
 	}
 	verdictFor, found := hookVerdict(hooks, cfg.Webhook.PublicURL)
@@ -274,8 +274,8 @@ func (d *doctor) checkRepo(ctx context.Context, g *repository.Gitea, cfg *config
 }
 
 // hookVerdict judges the webhooks of a repository against what mozi needs.
-func hookVerdict(hooks []repository.Hook, publicURL string) (verdict, string) {
-	var candidates []repository.Hook
+func hookVerdict(hooks []gitea.Hook, publicURL string) (verdict, string) {
+	var candidates []gitea.Hook
 	for _, h := range hooks {
 		if publicURL != "" && h.URL == publicURL || publicURL == "" && strings.HasSuffix(h.URL, "/webhooks/gitea") {
 			candidates = append(candidates, h)

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 )
 
@@ -100,7 +100,7 @@ func TestWebhookInstallThenDoctorPasses(t *testing.T) {
 	assert.Equal(t, publicURL, cfg["url"])
 	assert.Equal(t, "json", cfg["content_type"])
 	assert.Equal(t, testSecret, cfg["secret"], "Gitea signs with mozi's secret")
-	assert.ElementsMatch(t, repository.HookEvents, hooks[0]["events"])
+	assert.ElementsMatch(t, gitea.HookEvents, hooks[0]["events"])
 	assert.Equal(t, true, hooks[0]["active"])
 
 	out, err = s.run(t, "doctor")
@@ -149,13 +149,13 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 		}, "write:issue"},
 		{"no webhook", func(t *testing.T, s *doctorSetup) {}, "no webhook points at " + publicURL},
 		{"webhook sends form data", func(t *testing.T, s *doctorSetup) {
-			s.gitea.AddHook("acme/widget", publicURL, "form", repository.HookEvents, true)
+			s.gitea.AddHook("acme/widget", publicURL, "form", gitea.HookEvents, true)
 		}, `sends "form", not json`},
 		{"webhook misses events", func(t *testing.T, s *doctorSetup) {
 			s.gitea.AddHook("acme/widget", publicURL, "json", []string{"push", "issues"}, true)
 		}, "does not send issue_assign"},
 		{"webhook inactive", func(t *testing.T, s *doctorSetup) {
-			s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, false)
+			s.gitea.AddHook("acme/widget", publicURL, "json", gitea.HookEvents, false)
 		}, "is not active"},
 		{"agent command missing", func(t *testing.T, s *doctorSetup) { s.command = "no-such-agent-cli" }, `agent coder1           command "no-such-agent-cli" not found`},
 		{"agent token missing", func(t *testing.T, s *doctorSetup) { delete(s.env, "CODER1_TOKEN") }, "CODER1_TOKEN is not set"},
@@ -177,7 +177,7 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newDoctorSetup(t)
 			if tt.name != "no webhook" && !strings.HasPrefix(tt.name, "webhook ") {
-				s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, true)
+				s.gitea.AddHook("acme/widget", publicURL, "json", gitea.HookEvents, true)
 			}
 			tt.setup(t, s)
 			out, err := s.run(t, "doctor")
@@ -201,7 +201,7 @@ func TestDoctorReportsEachCLIVersion(t *testing.T) {
 		t.Skip("codex is not installed: .ci/install-agent-clis installs the agent CLIs")
 	}
 	s := newDoctorSetup(t)
-	s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, true)
+	s.gitea.AddHook("acme/widget", publicURL, "json", gitea.HookEvents, true)
 	s.command, s.agent = "", ", preset: codex"
 	out, err := s.run(t, "doctor")
 	require.NoError(t, err, out)
@@ -211,7 +211,7 @@ func TestDoctorReportsEachCLIVersion(t *testing.T) {
 // mozi doctor --json prints one document a script can read.
 func TestDoctorJSON(t *testing.T) {
 	s := newDoctorSetup(t)
-	s.gitea.AddHook("acme/widget", publicURL, "json", repository.HookEvents, true)
+	s.gitea.AddHook("acme/widget", publicURL, "json", gitea.HookEvents, true)
 	delete(s.env, "CODER1_TOKEN")
 	out, err := s.run(t, "doctor", "--json")
 	require.Error(t, err)

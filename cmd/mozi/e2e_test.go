@@ -18,8 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
@@ -199,19 +200,19 @@ func (w *world) eventually(what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-func (w *world) task(action repository.ActionType, agent string, issue int) (repository.Task, bool) {
+func (w *world) task(action task.ActionType, agent string, issue int) (task.Task, bool) {
 	tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{ActionType: action, Agent: agent,
 		IssueNumber: issue, Limit: 1})
 	require.NoError(w.t, err)
 	if len(tasks) == 0 {
-		return repository.Task{}, false
+		return task.Task{}, false
 	}
 	return tasks[0], true
 }
 
-func (w *world) waitStatus(action repository.ActionType, agent string, issue int, want repository.Status) repository.Task {
+func (w *world) waitStatus(action task.ActionType, agent string, issue int, want task.Status) task.Task {
 	w.t.Helper()
-	var got repository.Task
+	var got task.Task
 	w.eventually(fmt.Sprintf("%s of %s on #%d to be %s", action, agent, issue, want), 20*time.Second, func() bool {
 		t, ok := w.task(action, agent, issue)
 		got = t
@@ -220,7 +221,7 @@ func (w *world) waitStatus(action repository.ActionType, agent string, issue int
 	return got
 }
 
-func (w *world) attempts(id int64) []repository.Attempt {
+func (w *world) attempts(id int64) []task.Attempt {
 	a, err := w.store.Attempts(context.Background(), id)
 	require.NoError(w.t, err)
 	return a
@@ -235,28 +236,28 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("an assigned issue goes working, review, done", func(t *testing.T) {
 		w.t = t
 		w.replay("007", "009") // #3 opened, assigned to coder2
-		task := w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusWorking)
+		tk := w.waitStatus(task.ActionIssueAssigned, "coder2", 3, task.StatusWorking)
 		w.eventually("coder2's report stored", 10*time.Second, func() bool {
-			t, _ := w.task(repository.ActionIssueAssigned, "coder2", 3)
+			t, _ := w.task(task.ActionIssueAssigned, "coder2", 3)
 			return t.Meta.Report["Root cause"] == "found by the test agent"
 		})
-		attempts := w.attempts(task.ID)
+		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 1)
-		assert.Equal(t, repository.AttemptSucceeded, attempts[0].Outcome)
+		assert.Equal(t, task.AttemptSucceeded, attempts[0].Outcome)
 		assert.Contains(t, w.gitea.Comments("acme/widget", 3)[0], "[Action Report]",
 			"the agent reported through the curl line of its prompt")
 
 		w.replay("019") // PR #4 opened: Closes #3
-		w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusReview)
+		w.waitStatus(task.ActionIssueAssigned, "coder2", 3, task.StatusReview)
 		w.replay("020", "021") // review requested; changes requested
-		w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusWorking)
-		result := w.waitStatus(repository.ActionReviewResult, "coder2", 4, repository.StatusWorking)
+		w.waitStatus(task.ActionIssueAssigned, "coder2", 3, task.StatusWorking)
+		result := w.waitStatus(task.ActionReviewResult, "coder2", 4, task.StatusWorking)
 		assert.Equal(t, "Please add a regression test.", result.Meta.ReviewBody)
 		w.replay("023", "029") // pushed; approved
-		w.waitStatus(repository.ActionReviewResult, "coder2", 4, repository.StatusWorking)
-		w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusReview)
+		w.waitStatus(task.ActionReviewResult, "coder2", 4, task.StatusWorking)
+		w.waitStatus(task.ActionIssueAssigned, "coder2", 3, task.StatusReview)
 		w.replay("030", "031") // merged; #3 closed
-		done := w.waitStatus(repository.ActionIssueAssigned, "coder2", 3, repository.StatusDone)
+		done := w.waitStatus(task.ActionIssueAssigned, "coder2", 3, task.StatusDone)
 		assert.Equal(t, 4, done.PRNumber)
 		assert.Len(t, w.attempts(done.ID), 1, "the agent ran once for the issue")
 	})
@@ -264,11 +265,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("a failing agent is retried, then fails with one comment", func(t *testing.T) {
 		w.t = t
 		w.issueEvent("009", 50, []string{"flaky1"})
-		task := w.waitStatus(repository.ActionIssueAssigned, "flaky1", 50, repository.StatusFailed)
-		attempts := w.attempts(task.ID)
+		tk := w.waitStatus(task.ActionIssueAssigned, "flaky1", 50, task.StatusFailed)
+		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 2, "max_retries 1: two attempts")
 		for _, a := range attempts {
-			assert.Equal(t, repository.AttemptFailed, a.Outcome)
+			assert.Equal(t, task.AttemptFailed, a.Outcome)
 			assert.Contains(t, a.OutputTail, "failing on purpose")
 		}
 		w.eventually("the failure comment", 10*time.Second, func() bool { return len(w.gitea.Comments("acme/widget", 50)) == 1 })
@@ -284,11 +285,11 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("a hung agent is killed at its timeout with nothing left running", func(t *testing.T) {
 		w.t = t
 		w.issueEvent("009", 60, []string{"hang1"})
-		task := w.waitStatus(repository.ActionIssueAssigned, "hang1", 60, repository.StatusFailed)
-		attempts := w.attempts(task.ID)
+		tk := w.waitStatus(task.ActionIssueAssigned, "hang1", 60, task.StatusFailed)
+		attempts := w.attempts(tk.ID)
 		require.Len(t, attempts, 2)
 		for _, a := range attempts {
-			assert.Equal(t, repository.AttemptTimeout, a.Outcome)
+			assert.Equal(t, task.AttemptTimeout, a.Outcome)
 		}
 		for _, pid := range w.journalPIDs("agent=hang1") {
 			w.eventually(fmt.Sprintf("hung agent %d gone", pid), 5*time.Second, func() bool { return spawner.GroupGone(pid) })
@@ -313,17 +314,17 @@ func TestEndToEnd(t *testing.T) {
 		w.replay("002", "004", "005", "037", "038") // parent #1, subs #2 and #5
 		w.replay("033")                             // #2 closed
 		time.Sleep(500 * time.Millisecond)          // a sweep or two: #5 is still open
-		_, found := w.task(repository.ActionRoundReview, "lead", 1)
+		_, found := w.task(task.ActionRoundReview, "lead", 1)
 		assert.False(t, found, "no round review while a sub-issue is open")
 		w.replay("046") // #5 closed: the round is complete
-		review := w.waitStatus(repository.ActionRoundReview, "lead", 1, repository.StatusDone)
+		review := w.waitStatus(task.ActionRoundReview, "lead", 1, task.StatusDone)
 		assert.Equal(t, 1, review.Meta.Round)
 		time.Sleep(500 * time.Millisecond)
-		tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{ActionType: repository.ActionRoundReview})
+		tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{ActionType: task.ActionRoundReview})
 		require.NoError(t, err)
 		assert.Len(t, tasks, 1, "once")
 		assert.Len(t, w.attempts(review.ID), 1)
-		notice := w.waitStatus(repository.ActionIssueClosed, "coder1", 2, repository.StatusDone)
+		notice := w.waitStatus(task.ActionIssueClosed, "coder1", 2, task.StatusDone)
 		assert.Len(t, w.attempts(notice.ID), 1, "coder1 was told #2 was closed")
 	})
 }

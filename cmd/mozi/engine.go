@@ -16,6 +16,8 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/dispatcher"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/spawner/workspace"
@@ -29,8 +31,8 @@ type engine struct {
 	cfg        *config.Config
 	logger     *slog.Logger
 	store      *repository.Store
-	gitea      *repository.Gitea // nil without gitea.url
-	reader     *repository.IssueReader
+	gitea      *gitea.Client // nil without gitea.url
+	reader     *gitea.IssueReader
 	spawner    *spawner.Spawner
 	workspaces *workspace.Manager // nil without a repository to clone from
 	dispatcher *dispatcher.Dispatcher
@@ -59,7 +61,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	} else {
 		logger.Warn("no gitea.url configured: mozi works from webhooks alone (no prompts of unseen issues, no reconcile, no status polling, no failure comments)")
 	}
-	en.reader = repository.NewIssueReader(store, en.gitea)
+	en.reader = gitea.NewIssueReader(store, en.gitea)
 
 	rt, err := newAgentRuntime(cfg, stateDir, logger)
 	if err != nil {
@@ -114,11 +116,10 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	}
 	en.ticker = ticker.New(ticker.Config{
 		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg),
-		LeaderTTL: cfg.Ticker.LeaderTTL, RescueEvery: cfg.Ticker.SweepEvery, MentionsEvery: cfg.Ticker.SweepEvery,
-		RoundsEvery: cfg.Ticker.SweepEvery, DiscussEvery: cfg.Ticker.SweepEvery, OrphansEvery: cfg.Ticker.SweepEvery,
+		LeaderTTL: cfg.Ticker.LeaderTTL, SweepEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
-		Retention: cfg.Ticker.Retention, MaxRetries: repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
-		WatchdogEvery: cfg.Ticker.SweepEvery, WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
+		Retention: cfg.Ticker.Retention, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour, BreakerWindow: cfg.Webhook.CircuitBreaker.Window,
 		Commenter: commenter,
 		WakeInbox: wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
@@ -109,8 +111,11 @@ func liveServer(ctx context.Context, db *database) (bool, string, error) {
 	if db.cluster != nil && db.cluster.Attached() {
 		return true, "it owns the embedded PostgreSQL in " + db.cluster.DataDir(), nil
 	}
-	holder, ok, err := db.store.Leader(ctx, "ticker")
-	if err != nil || !ok {
+	holder, err := db.store.Leader(ctx, "ticker")
+	if errors.Is(err, task.ErrNotFound) {
+		return false, "", nil
+	}
+	if err != nil {
 		return false, "", err
 	}
 	return true, "replica " + holder + " leads its ticker", nil

@@ -9,10 +9,12 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/gitea/payload"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates"
-	"github.com/moziplus/mozi/webhook/payload"
 	"github.com/moziplus/mozi/webhook/recording"
 )
 
@@ -40,9 +42,9 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var action repository.ActionType
+	var action task.ActionType
 	if *actionFlag != "" {
-		if action, err = repository.ParseActionType(*actionFlag); err != nil {
+		if action, err = task.ParseActionType(*actionFlag); err != nil {
 			return usagef("%v", err)
 		}
 	}
@@ -78,45 +80,45 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 // up from the cached issue), gathered by the assembler serve uses, in the
 // worktree serve would prepare.
 func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.Set, dataDir, repo string, issue int,
-	action repository.ActionType, agent string) (*prompts.Input, error) {
+	action task.ActionType, agent string) (*prompts.Input, error) {
 	logger := newCLILogger(cfg.Log, e.stderr)
 	db, err := openDatabase(ctx, e, cfg, dataDir, logger, shareCluster)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	var gitea *repository.Gitea
+	var client *gitea.Client
 	if cfg.Gitea.URL != "" {
-		if gitea, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {
+		if client, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {
 			return nil, err
 		}
 	}
-	reader := repository.NewIssueReader(db.store, gitea)
+	reader := gitea.NewIssueReader(db.store, client)
 	tasks, err := db.store.ListTasks(ctx, repository.TaskFilter{Repo: repo, IssueNumber: issue,
 		ActionType: action, Agent: agent, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
-	var task repository.Task
+	var t task.Task
 	if len(tasks) > 0 {
-		task = tasks[0]
+		t = tasks[0]
 	} else {
 		cached, err := reader.Issue(ctx, repo, issue)
 		if err != nil {
 			return nil, fmt.Errorf("no task for %s#%d and the issue cannot be read: %w", repo, issue, err)
 		}
-		task = madeUpTask(cfg, cached, action, agent)
+		t = madeUpTask(cfg, cached, action, agent)
 	}
-	a, ok := cfg.Agent(task.Agent)
+	a, ok := cfg.Agent(t.Agent)
 	if !ok {
-		return nil, fmt.Errorf("agent %q is not declared in the configuration", task.Agent)
+		return nil, fmt.Errorf("agent %q is not declared in the configuration", t.Agent)
 	}
 	assembler, err := newAssembler(cfg, set, reader, db.store)
 	if err != nil {
 		return nil, err
 	}
-	task.DispatchCount++ // as the claim that would run it now
-	in, err := assembler.Gather(ctx, task)
+	t.DispatchCount++ // as the claim that would run it now
+	in, err := assembler.Gather(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -131,20 +133,20 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if err != nil || workspaces == nil {
 		return in, err
 	}
-	req := spawner.Checkout(task, in)
-	base := workspaces.DefaultBranch(ctx, task.Repo)
+	req := spawner.Checkout(t, in)
+	base := workspaces.DefaultBranch(ctx, t.Repo)
 	if base == "" {
 		base = "main" // no mirror yet: Gitea's usual default
 	}
-	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(task.Repo, task.ID),
+	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(t.Repo, t.ID),
 		Branch: req.Branch, DefaultBranch: base})
 	return in, nil
 }
 
 // madeUpTask is the task mozi would make for an issue that has none yet.
-func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.ActionType, agent string) repository.Task {
+func madeUpTask(cfg *config.Config, issue task.Issue, action task.ActionType, agent string) task.Task {
 	if action == "" {
-		action = repository.ActionIssueAssigned
+		action = task.ActionIssueAssigned
 	}
 	if agent == "" {
 		for _, a := range issue.Assignees {
@@ -157,11 +159,11 @@ func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.Ac
 	if agent == "" && len(cfg.Agents) > 0 {
 		agent = cfg.Agents[0].Login
 	}
-	t := repository.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
-		ActionType: action, Agent: agent, Status: repository.StatusPending, DependsOn: issue.DependsOn,
-		IssueBodyCache: issue.Body, Meta: repository.Meta{Title: issue.Title, Labels: issue.Labels,
+	t := task.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
+		ActionType: action, Agent: agent, Status: task.StatusPending, DependsOn: issue.DependsOn,
+		IssueBodyCache: issue.Body, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
 			IssueAuthor: issue.Author}}
-	if action == repository.ActionIssueAssigned {
+	if action == task.ActionIssueAssigned {
 		t.BusinessType = templates.RouteBusinessType(issue.Labels)
 	}
 	return t
@@ -169,7 +171,7 @@ func madeUpTask(cfg *config.Config, issue repository.Issue, action repository.Ac
 
 // offlineInput builds the input from a recorded webhook alone: no
 // database, no Gitea; related issues are left out.
-func offlineInput(cfg *config.Config, path string, action repository.ActionType, agent string) (*prompts.Input, error) {
+func offlineInput(cfg *config.Config, path string, action task.ActionType, agent string) (*prompts.Input, error) {
 	f, err := recording.LoadFile(path)
 	if err != nil {
 		return nil, err
@@ -182,15 +184,13 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var issue repository.Issue
+	var issue task.Issue
 	switch {
 	case ev.Issue != nil:
-		i := ev.Issue
-		issue = repository.Issue{Repo: ev.Repo, Number: i.Number, Title: i.Title, Body: i.Body, State: i.State,
-			Author: i.Author, Labels: i.Labels, Assignees: i.Assignees, IsPull: i.IsPull}
+		issue = *ev.Issue
 	case ev.PullRequest != nil:
 		p := ev.PullRequest
-		issue = repository.Issue{Repo: ev.Repo, Number: p.Number, Title: p.Title, Body: p.Body, State: p.State,
+		issue = task.Issue{Repo: ev.Repo, Number: p.Number, Title: p.Title, Body: p.Body, State: p.State,
 			Author: p.Author, IsPull: true}
 	default:
 		return nil, fmt.Errorf("%s: a %s event names no issue or pull request; use --repo and --issue", path, kind)
@@ -198,11 +198,11 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if action == "" {
 		action = offlineAction(ev)
 	}
-	task := madeUpTask(cfg, issue, action, agent)
-	m := &task.Meta
+	t := madeUpTask(cfg, issue, action, agent)
+	m := &t.Meta
 	m.Sender = ev.Sender
 	if ev.PullRequest != nil {
-		task.PRNumber = ev.PullRequest.Number
+		t.PRNumber = ev.PullRequest.Number
 		m.HeadSHA, m.HeadBranch = ev.PullRequest.HeadSHA, ev.PullRequest.HeadRef
 	}
 	if ev.Comment != nil {
@@ -211,7 +211,7 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if ev.Review != nil {
 		m.ReviewState, m.ReviewBody, m.Reviewer = ev.Review.Verdict, ev.Review.Body, ev.Sender
 	}
-	a, ok := cfg.Agent(task.Agent)
+	a, ok := cfg.Agent(t.Agent)
 	if !ok {
 		return nil, errors.New("no agent to render for: declare agents in the configuration or pass --agent")
 	}
@@ -219,30 +219,30 @@ func offlineInput(cfg *config.Config, path string, action repository.ActionType,
 	if err != nil {
 		return nil, err
 	}
-	return &prompts.Input{Task: task, Issue: issue, Agent: pa, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}, nil
+	return &prompts.Input{Task: t, Issue: issue, Agent: pa, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}, nil
 }
 
 // offlineAction guesses the action a recorded event leads to.
-func offlineAction(ev payload.Event) repository.ActionType {
+func offlineAction(ev payload.Event) task.ActionType {
 	switch ev.Kind {
 	case payload.KindIssueComment:
-		return repository.ActionMention
+		return task.ActionMention
 	case payload.KindReview:
 		if ev.Review.Verdict == "comment" {
-			return repository.ActionReviewComment
+			return task.ActionReviewComment
 		}
-		return repository.ActionReviewResult
+		return task.ActionReviewResult
 	case payload.KindPullRequest:
 		if ev.Action == "review_requested" {
-			return repository.ActionReviewRequest
+			return task.ActionReviewRequest
 		}
 		if strings.Contains(ev.Action, "closed") {
-			return repository.ActionReviewMerged
+			return task.ActionReviewMerged
 		}
-		return repository.ActionReviewUpdated
+		return task.ActionReviewUpdated
 	}
 	if ev.Action == "closed" {
-		return repository.ActionIssueClosed
+		return task.ActionIssueClosed
 	}
-	return repository.ActionIssueAssigned
+	return task.ActionIssueAssigned
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
-	"github.com/moziplus/mozi/repository/giteatest"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/sandbox"
 	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
 	"github.com/moziplus/mozi/webhook"
@@ -91,13 +92,13 @@ agents:
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	var task repository.Task
+	var tk task.Task
 	waitFor(t, "the task", 10*time.Second, func() bool {
 		tasks, err := store.ListTasks(context.Background(), repository.TaskFilter{Agent: "coder2"})
 		if err == nil && len(tasks) == 1 {
-			task = tasks[0]
+			tk = tasks[0]
 		}
-		return task.ID != 0
+		return tk.ID != 0
 	})
 	var rendered, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"prompt", "render", "--config", cfgPath, "--data-dir",
@@ -109,14 +110,14 @@ agents:
 	defer stop()
 	var handed []byte
 	t.Cleanup(func() {
-		if attempts, err := store.Attempts(context.Background(), task.ID); err == nil && t.Failed() {
+		if attempts, err := store.Attempts(context.Background(), tk.ID); err == nil && t.Failed() {
 			for _, a := range attempts {
 				t.Logf("attempt %d: %s: %s\n%s", a.Attempt, a.Outcome, a.Error, a.OutputTail)
 			}
 		}
 	})
 	waitFor(t, "the agent's copy of its prompt", 30*time.Second, func() bool {
-		matches, _ := filepath.Glob(filepath.Join(dir, "state", "workspaces", "trees", "acme", "widget", fmt.Sprint(task.ID), "handed.md"))
+		matches, _ := filepath.Glob(filepath.Join(dir, "state", "workspaces", "trees", "acme", "widget", fmt.Sprint(tk.ID), "handed.md"))
 		if len(matches) == 1 {
 			handed, _ = os.ReadFile(matches[0])
 		}

@@ -19,12 +19,15 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // newMapper builds the event mapping rules from the configuration.
-func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *webhook.Metrics) (*webhook.Mapper, error) {
+func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *rules.Metrics) (*rules.Mapper, error) {
 	deploy, err := regexp.Compile(cfg.Webhook.DeployContext)
 	if err != nil {
 		return nil, fmt.Errorf("webhook.deploy_context: %w", err)
@@ -33,11 +36,11 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 	if err != nil {
 		return nil, fmt.Errorf("webhook.infra_context: %w", err)
 	}
-	return webhook.NewMapper(webhook.MapperConfig{
+	return rules.New(rules.Config{
 		BotUser:           cfg.Gitea.BotUser,
 		Agents:            webhookAgents(cfg),
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
-		MaxRetries:        repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+		MaxRetries:        task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
 		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
 		Breaker: repository.BreakerPolicy{Comments: cfg.Webhook.CircuitBreaker.Comments,
@@ -116,7 +119,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)
-	mapper, err := newMapper(cfg, set, logger, metrics)
+	mapper, err := newMapper(cfg, set, logger, rules.NewMetrics(registry))
 	if err != nil {
 		return err
 	}
@@ -280,8 +283,8 @@ func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // newGiteaClient builds mozi's Gitea API client from the configuration.
-func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*repository.Gitea, error) {
-	return repository.NewGitea(repository.GiteaConfig{
+func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*gitea.Client, error) {
+	return gitea.New(gitea.Config{
 		URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(), Timeout: cfg.Gitea.Timeout,
 		RatePerSecond: cfg.Gitea.RatePerSecond, Burst: cfg.Gitea.Burst, Logger: logger, Registerer: reg,
 	})

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/embedded"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 func TestMain(m *testing.M) {
@@ -38,6 +40,9 @@ var (
 	binPath   string
 	buildErr  error
 )
+
+// servingLineRE finds the listen address in mozi serve's "serving" log line.
+var servingLineRE = regexp.MustCompile(`msg="mozi serving" listen=(\S+)`)
 
 // moziBinary builds cmd/mozi once per test run.
 func moziBinary(t *testing.T) string {
@@ -216,9 +221,9 @@ func TestServeEmbeddedLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	store, err := repository.Open(ctx, cluster.URL(), repository.Options{})
 	require.NoError(t, err)
-	task, err := store.CreateTask(ctx, repository.NewTask{
-		Repo: "acme/widget", IssueNumber: 3, ActionType: repository.ActionIssueAssigned,
-		Agent: "coder2", Priority: repository.DefaultPriority,
+	tk, err := store.CreateTask(ctx, repository.NewTask{
+		Repo: "acme/widget", IssueNumber: 3, ActionType: task.ActionIssueAssigned,
+		Agent: "coder2", Priority: task.DefaultPriority,
 	})
 	require.NoError(t, err)
 	store.Close()
@@ -244,7 +249,7 @@ func TestServeEmbeddedLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	store, err = repository.Open(ctx, cluster.URL(), repository.Options{})
 	require.NoError(t, err)
-	got, err := store.Task(ctx, task.ID)
+	got, err := store.Task(ctx, tk.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "coder2", got.Agent)
 	store.Close()
@@ -362,6 +367,7 @@ func TestCLI(t *testing.T) {
 			wantOut: []string{"serve", "migrate", "version", "help"}},
 		{name: "version", args: []string{"version"}, wantOut: []string{"mozi dev"}},
 		{name: "unknown command", args: []string{"bogus"}, wantErr: `unknown command "bogus"`, exitCode: 2},
+		{name: "the benchmarks are mozi-bench's", args: []string{"bench", "intake"}, wantErr: `unknown command "bench"`, exitCode: 2},
 		{name: "no command", args: nil, wantErr: "no command given", exitCode: 2},
 		{name: "migrate without action", args: []string{"migrate"}, wantErr: "migrate needs exactly one of up, down, status", exitCode: 2},
 		{name: "migrate bad action", args: []string{"migrate", "sideways"}, wantErr: `unknown action "sideways"`, exitCode: 2},
@@ -406,6 +412,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	for _, c := range commands() {
 		assert.True(t, strings.Contains(out.String(), "  "+c.name+" "), "help lists %s", c.name)
 	}
+	assert.NotContains(t, out.String(), "bench", "the benchmarks are mozi-bench's, not mozi's")
 }
 
 func TestServeRefusesToStartWithoutASecret(t *testing.T) {
@@ -506,10 +513,10 @@ func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "rolled back 1 migration")
 
-	task, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
-		ActionType: repository.ActionMention, Agent: "coder1", Priority: 2})
+	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: task.ActionMention, Agent: "coder1", Priority: 2})
 	require.NoError(t, err)
-	out, err = mozi("task", "show", fmt.Sprint(task.ID), "--json")
+	out, err = mozi("task", "show", fmt.Sprint(tk.ID), "--json")
 	require.NoError(t, err, out)
 	var shown map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &shown))

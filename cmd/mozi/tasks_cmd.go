@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -30,7 +31,7 @@ func runTasks(ctx context.Context, e *env, args []string) error {
 	}
 	filter := repository.TaskFilter{Repo: *repo, Agent: *agent, Limit: *limit}
 	if *status != "" {
-		st, err := repository.ParseStatus(*status)
+		st, err := task.ParseStatus(*status)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -75,7 +76,7 @@ func numOrDash(n int) string {
 	return "#" + strconv.Itoa(n)
 }
 
-func taskJSON(t repository.Task) map[string]any {
+func taskJSON(t task.Task) map[string]any {
 	return map[string]any{
 		"id": t.ID, "repo": t.Repo, "issue": t.IssueNumber, "pr": t.PRNumber, "parent": t.ParentIssue,
 		"action_type": t.ActionType, "business_type": t.BusinessType, "agent": t.Agent, "status": t.Status,
@@ -124,7 +125,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 	case "show":
 		return showTask(ctx, e, db.store, id, *asJSON)
 	case "retry":
-		res, err := db.store.Apply(ctx, id, repository.EventRequeue, repository.Change{})
+		res, err := db.store.Apply(ctx, id, task.EventRequeue, repository.Change{})
 		if err != nil {
 			return err
 		}
@@ -133,7 +134,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "task %d is pending again (was %s)\n", id, res.From)
 	case "cancel":
-		res, err := db.store.Apply(ctx, id, repository.EventCancel, repository.Change{Error: *reason})
+		res, err := db.store.Apply(ctx, id, task.EventCancel, repository.Change{Error: *reason})
 		if err != nil {
 			return err
 		}
@@ -142,7 +143,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "task %d cancelled (was %s)\n", id, res.From)
 	case "create":
-		a, err := repository.ParseActionType(*action)
+		a, err := task.ParseActionType(*action)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -153,16 +154,16 @@ func runTask(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("agent %q is not declared in the configuration", *agent)
 		}
 		n := repository.NewTask{Repo: *repo, IssueNumber: *issue, ActionType: a, Agent: *agent,
-			Priority: repository.DefaultPriority, MaxRetries: repository.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
-			Meta: repository.Meta{Event: "operator"}}
-		if cached, ok, err := db.store.Issue(ctx, *repo, *issue); err == nil && ok {
+			Priority: task.DefaultPriority, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+			Meta: task.Meta{Event: "operator"}}
+		if cached, err := db.store.Issue(ctx, *repo, *issue); err == nil {
 			n.Meta.Title, n.Meta.Labels, n.IssueBody, n.IssueUpdatedAt = cached.Title, cached.Labels, cached.Body, cached.UpdatedAt
-			n.ParentIssue, n.DependsOn, n.Priority = cached.ParentIssue, cached.DependsOn, repository.PriorityFromLabels(cached.Labels)
+			n.ParentIssue, n.DependsOn, n.Priority = cached.ParentIssue, cached.DependsOn, task.PriorityFromLabels(cached.Labels)
 		}
-		if a == repository.ActionIssueAssigned {
+		if a == task.ActionIssueAssigned {
 			n.BusinessType = templates.RouteBusinessType(n.Meta.Labels)
 			if *business != "" {
-				if n.BusinessType, err = repository.ParseBusinessType(*business); err != nil {
+				if n.BusinessType, err = task.ParseBusinessType(*business); err != nil {
 					return usagef("%v", err)
 				}
 			}
@@ -220,7 +221,7 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64, as
 		fmt.Fprintf(w, "  parent:      %s   depends on: %v\n", numOrDash(t.ParentIssue), t.DependsOn)
 	}
 	fmt.Fprintf(w, "  created:     %s   updated: %s\n", t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
-	if t.Status == repository.StatusPending && t.NotBefore.After(time.Now()) {
+	if t.Status == task.StatusPending && t.NotBefore.After(time.Now()) {
 		fmt.Fprintf(w, "  waits until: %s\n", t.NotBefore.Local().Format(time.DateTime))
 	}
 	if t.LeaseOwner != "" {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -49,13 +49,13 @@ func runTemplates(_ context.Context, e *env, args []string) error {
 		if fs.NArg() < 2 || fs.NArg() > 3 {
 			return usagef("templates show ACTION [BUSINESS]")
 		}
-		action, err := repository.ParseActionType(fs.Arg(1))
+		action, err := task.ParseActionType(fs.Arg(1))
 		if err != nil {
 			return usagef("%v", err)
 		}
-		var business repository.BusinessType
+		var business task.BusinessType
 		if fs.NArg() == 3 {
-			if business, err = repository.ParseBusinessType(fs.Arg(2)); err != nil {
+			if business, err = task.ParseBusinessType(fs.Arg(2)); err != nil {
 				return usagef("%v", err)
 			}
 		}
@@ -69,7 +69,7 @@ func runTemplates(_ context.Context, e *env, args []string) error {
 		}
 		w := e.stdout
 		fmt.Fprintf(w, "action: %s", action)
-		if action == repository.ActionIssueAssigned {
+		if action == task.ActionIssueAssigned {
 			fmt.Fprintf(w, " / %s", cmpOr(string(business), "feature"))
 		}
 		fmt.Fprintf(w, " (locale %s)\n\nhint: %s\n", loc, tpl.Hint)

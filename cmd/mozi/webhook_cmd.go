@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 )
 
 // repoList collects repeated --repo flags.
@@ -58,9 +58,9 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 	case len(cfg.Webhook.Secrets) == 0:
 		return errors.New("no webhook secret configured: set MOZI_WEBHOOK_SECRET (or MOZI_WEBHOOK_SECRET_FILE) first, so Gitea signs what it sends")
 	}
-	var scopes []repository.HookScope
+	var scopes []gitea.HookScope
 	if *org != "" {
-		scopes = append(scopes, repository.HookScope{Org: *org})
+		scopes = append(scopes, gitea.HookScope{Org: *org})
 	}
 	if len(repos) == 0 && *org == "" {
 		repos = cfg.Gitea.Repos
@@ -69,7 +69,7 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 		if owner, name, ok := strings.Cut(r, "/"); !ok || owner == "" || name == "" {
 			return usagef("--repo %q is not OWNER/NAME", r)
 		}
-		scopes = append(scopes, repository.HookScope{Repo: r})
+		scopes = append(scopes, gitea.HookScope{Repo: r})
 	}
 	if len(scopes) == 0 {
 		return usagef("name the repositories: --repo OWNER/NAME (or list them in gitea.repos), or --org ORG")

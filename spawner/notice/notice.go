@@ -14,18 +14,18 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
-// Commenter posts a comment on an issue (repository.Gitea).
+// Commenter posts a comment on an issue (gitea.Client).
 type Commenter interface {
 	PostComment(ctx context.Context, repo string, number int, body string) (int64, error)
 }
 
 // Store reads and annotates tasks (repository.Store).
 type Store interface {
-	Task(ctx context.Context, id int64) (repository.Task, error)
-	SetTaskMeta(ctx context.Context, id int64, m repository.Meta) error
+	Task(ctx context.Context, id int64) (task.Task, error)
+	SetTaskMeta(ctx context.Context, id int64, m task.Meta) error
 }
 
 // metaKey is where the comment's id is kept in the task's meta.

@@ -38,7 +38,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
 )
 
 // Mode says what a worktree checks out.
@@ -96,6 +96,9 @@ const (
 // that mozi's git commands run as: the agents' user when mozi is root.
 type Owner struct{ UID, GID int }
 
+// DefaultKeepFinished is how long a finished task's worktree is kept.
+const DefaultKeepFinished = time.Hour
+
 // Config configures a Manager.
 type Config struct {
 	// Root holds mirrors/ and trees/ (required).
@@ -107,7 +110,7 @@ type Config struct {
 	// for anonymous access.
 	Token string
 	// KeepFinished is how long the worktree of a finished task is kept
-	// (default 1h).
+	// (default DefaultKeepFinished, 1h).
 	KeepFinished time.Duration
 	// DiskBudget caps the disk all worktrees use, in bytes; over it, the
 	// worktrees of finished tasks are removed oldest first (0: no cap).
@@ -151,7 +154,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg.Root = root
 	if cfg.KeepFinished <= 0 {
-		cfg.KeepFinished = time.Hour
+		cfg.KeepFinished = DefaultKeepFinished
 	}
 	if cfg.Git == "" {
 		cfg.Git = "git"
@@ -171,7 +174,7 @@ func New(cfg Config) (*Manager, error) {
 
 // checkRepo refuses names that would escape the root.
 func checkRepo(repo string) error {
-	if !repository.ValidRepo(repo) {
+	if !task.ValidRepo(repo) {
 		return fmt.Errorf("workspace: %q is not a repository name", repo)
 	}
 	return nil

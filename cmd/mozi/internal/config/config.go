@@ -1,5 +1,6 @@
 // Package config loads mozi's configuration: one YAML file (unknown keys
-// are errors, reported with file, line and key) plus environment overrides
+// are errors, reported with file, line and key; validation reports every
+// problem at once, in file order) plus environment overrides
 // for everything secret or deployment-specific. Secrets are held in the
 // Secret type, which never prints its value.
 package config
@@ -22,8 +23,15 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/moziplus/mozi/dispatcher"
+	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates/yamlpos"
+	"github.com/moziplus/mozi/ticker"
+	"github.com/moziplus/mozi/webhook"
+	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // Environment variables that override the file.
@@ -41,6 +49,10 @@ const (
 
 // DefaultFile is read from the working directory when no file is named.
 const DefaultFile = "mozi.yaml"
+
+// DefaultShutdownGrace is how long running agents may finish when mozi
+// stops (spawner.shutdown_grace).
+const DefaultShutdownGrace = 30 * time.Second
 
 // Config is the whole configuration. Zero values mean "default"; Load fills
 // the defaults in.
@@ -333,7 +345,8 @@ type Agent struct {
 
 // Load reads the configuration. path is the --config flag; when empty,
 // $MOZI_CONFIG, then ./mozi.yaml if it exists, else built-in defaults.
-// Environment overrides are applied last, then everything is validated.
+// Environment overrides are applied last, then everything is validated:
+// the error lists every problem found, one per line, in file order.
 func Load(path string, getenv func(string) string) (*Config, error) {
 	if path == "" {
 		path = getenv(EnvConfig)
@@ -487,25 +500,21 @@ func (c *Config) applyDefaults() {
 	if c.Gitea.BotUser == "" {
 		c.Gitea.BotUser = "mozi"
 	}
-	if c.Gitea.Timeout == 0 {
-		c.Gitea.Timeout = 15 * time.Second
-	}
-	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, 10)
-	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, 20)
-	if c.Webhook.MaxBodyBytes == 0 {
-		c.Webhook.MaxBodyBytes = 10 << 20
-	}
+	c.Gitea.Timeout = cmp.Or(c.Gitea.Timeout, gitea.DefaultTimeout)
+	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, gitea.DefaultRatePerSecond)
+	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, gitea.DefaultBurst)
 	w := &c.Webhook
-	w.MaxAttempts = cmp.Or(w.MaxAttempts, 8)
-	w.TaskBudgetPerHour = cmp.Or(w.TaskBudgetPerHour, 30)
-	w.MaxMentionHops = cmp.Or(w.MaxMentionHops, 4)
-	w.DiscussionGrace = cmp.Or(w.DiscussionGrace, 2*time.Minute)
-	w.DiscussLabel = cmp.Or(w.DiscussLabel, "mozi/discuss")
-	w.DeployContext = cmp.Or(w.DeployContext, "(?i)deploy")
-	w.InfraContext = cmp.Or(w.InfraContext, "(?i)runner|infra")
-	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, 30)
-	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, 10*time.Minute)
-	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, 30*time.Minute)
+	w.MaxBodyBytes = cmp.Or(w.MaxBodyBytes, webhook.DefaultMaxBodyBytes)
+	w.MaxAttempts = cmp.Or(w.MaxAttempts, webhook.DefaultMaxAttempts)
+	w.TaskBudgetPerHour = cmp.Or(w.TaskBudgetPerHour, rules.DefaultTaskBudgetPerHour)
+	w.MaxMentionHops = cmp.Or(w.MaxMentionHops, rules.DefaultMaxMentionHops)
+	w.DiscussionGrace = cmp.Or(w.DiscussionGrace, rules.DefaultDiscussionGrace)
+	w.DiscussLabel = cmp.Or(w.DiscussLabel, rules.DefaultDiscussLabel)
+	w.DeployContext = cmp.Or(w.DeployContext, rules.DefaultDeployContext)
+	w.InfraContext = cmp.Or(w.InfraContext, rules.DefaultInfraContext)
+	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, rules.DefaultBreakerComments)
+	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, rules.DefaultBreakerWindow)
+	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, rules.DefaultBreakerCooldown)
 	if c.Templates.Locale == "" {
 		c.Templates.Locale = "en"
 	}
@@ -516,40 +525,38 @@ func (c *Config) applyDefaults() {
 		c.Log.Format = "text"
 	}
 	d := &c.Dispatcher
-	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, 4)
-	d.LeaseTTL = cmp.Or(d.LeaseTTL, time.Minute)
-	d.PollInterval = cmp.Or(d.PollInterval, 5*time.Second)
-	d.SpawnsPerIssuePerDay = cmp.Or(d.SpawnsPerIssuePerDay, 20)
-	d.SpawnsPerAgentPerDay = cmp.Or(d.SpawnsPerAgentPerDay, 200)
+	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, dispatcher.DefaultMaxConcurrency)
+	d.LeaseTTL = cmp.Or(d.LeaseTTL, dispatcher.DefaultLeaseTTL)
+	d.PollInterval = cmp.Or(d.PollInterval, dispatcher.DefaultPollInterval)
+	d.SpawnsPerIssuePerDay = cmp.Or(d.SpawnsPerIssuePerDay, dispatcher.DefaultSpawnsPerIssuePerDay)
+	d.SpawnsPerAgentPerDay = cmp.Or(d.SpawnsPerAgentPerDay, dispatcher.DefaultSpawnsPerAgentPerDay)
 	if d.MaxRetries == nil {
-		two := 2
-		d.MaxRetries = &two
+		n := task.DefaultMaxRetries
+		d.MaxRetries = &n
 	}
 	sp := &c.Spawner
-	sp.KillGrace = cmp.Or(sp.KillGrace, 10*time.Second)
-	sp.ShutdownGrace = cmp.Or(sp.ShutdownGrace, 30*time.Second)
+	sp.KillGrace = cmp.Or(sp.KillGrace, spawner.DefaultKillGrace)
+	sp.ShutdownGrace = cmp.Or(sp.ShutdownGrace, DefaultShutdownGrace)
 	if sp.FailureComment == nil {
 		yes := true
 		sp.FailureComment = &yes
 	}
-	sp.OutputTailBytes = cmp.Or(sp.OutputTailBytes, 16<<10)
-	sp.RetryBase = cmp.Or(sp.RetryBase, 30*time.Second)
-	sp.RetryMax = cmp.Or(sp.RetryMax, 30*time.Minute)
+	sp.OutputTailBytes = cmp.Or(sp.OutputTailBytes, spawner.DefaultTailBytes)
+	sp.RetryBase = cmp.Or(sp.RetryBase, spawner.DefaultRetryBase)
+	sp.RetryMax = cmp.Or(sp.RetryMax, spawner.DefaultRetryMax)
 	tk := &c.Ticker
-	tk.LeaderTTL = cmp.Or(tk.LeaderTTL, 15*time.Second)
-	tk.SweepEvery = cmp.Or(tk.SweepEvery, 10*time.Second)
-	tk.ReconcileEvery = cmp.Or(tk.ReconcileEvery, 5*time.Minute)
-	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, 2*time.Minute)
-	tk.Retention = cmp.Or(tk.Retention, 30*24*time.Hour)
-	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, 30*time.Minute)
+	tk.LeaderTTL = cmp.Or(tk.LeaderTTL, ticker.DefaultLeaderTTL)
+	tk.SweepEvery = cmp.Or(tk.SweepEvery, ticker.DefaultSweepEvery)
+	tk.ReconcileEvery = cmp.Or(tk.ReconcileEvery, ticker.DefaultReconcileEvery)
+	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, ticker.DefaultStatusesEvery)
+	tk.Retention = cmp.Or(tk.Retention, ticker.DefaultRetention)
+	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, ticker.DefaultWatchdogQuiet)
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.MaxConcurrency == 0 {
 			a.MaxConcurrency = 1
 		}
-		if a.Timeout == 0 {
-			a.Timeout = 30 * time.Minute
-		}
+		a.Timeout = cmp.Or(a.Timeout, spawner.DefaultTimeout)
 		if a.Workspace == "" {
 			// An agent given its own directory keeps working there, as it
 			// did before mozi prepared worktrees.
@@ -565,7 +572,7 @@ func (c *Config) applyDefaults() {
 		l.CPUTime = cmp.Or(l.CPUTime, 2*time.Hour)
 		l.OpenFiles = cmp.Or(l.OpenFiles, 8192)
 	}
-	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, time.Hour)
+	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, workspace.DefaultKeepFinished)
 	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
 	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
 }
@@ -583,221 +590,315 @@ var (
 	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// fail reports a validation error at the line of key (or of its closest
-// ancestor that has a line).
-func (c *Config) fail(key, format string, args ...any) error {
-	msg := key + ": " + fmt.Sprintf(format, args...)
-	if c.Source == "" {
-		return fmt.Errorf("configuration: %s", msg)
-	}
-	if line := c.pos.Line(key); line > 0 {
-		return fmt.Errorf("%s:%d: %s", c.Source, line, msg)
-	}
-	return fmt.Errorf("%s: %s", c.Source, msg)
+// problems collects what validation finds, so that every error is
+// reported at once: one per key (the first found), each at the line of
+// its key (or of its closest ancestor that has a line), in file order.
+type problems struct {
+	c    *Config
+	list []problem
+	seen map[string]bool
 }
 
+type problem struct {
+	line int
+	msg  string
+}
+
+func (c *Config) problems() *problems { return &problems{c: c, seen: map[string]bool{}} }
+
+// add records a problem with key.
+func (p *problems) add(key, format string, args ...any) {
+	if p.seen[key] {
+		return
+	}
+	p.seen[key] = true
+	msg := key + ": " + fmt.Sprintf(format, args...)
+	line := 0
+	switch {
+	case p.c.Source == "":
+		msg = "configuration: " + msg
+	default:
+		if line = p.c.pos.Line(key); line > 0 {
+			msg = fmt.Sprintf("%s:%d: %s", p.c.Source, line, msg)
+		} else {
+			msg = p.c.Source + ": " + msg
+		}
+	}
+	p.list = append(p.list, problem{line: line, msg: msg})
+}
+
+// err is every problem, one per line, in the order of their keys in the
+// file (those without a line first, in the order they were checked); nil
+// when there is none.
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(p.list, func(a, b problem) int { return cmp.Compare(a.line, b.line) })
+	msgs := make([]string, len(p.list))
+	for i, pr := range p.list {
+		msgs[i] = pr.msg
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// durationKey, intKey and stringKey pair a key with its value, for checks
+// that go through several keys in their order.
+type (
+	durationKey struct {
+		key string
+		d   time.Duration
+	}
+	intKey struct {
+		key string
+		n   int
+	}
+	stringKey struct {
+		key, s string
+	}
+)
+
+// validate checks the whole configuration and reports every problem.
 func (c *Config) validate() error {
+	p := c.problems()
+	c.validateServer(p)
+	c.validateGitea(p)
+	c.validateWebhook(p)
+	c.validateEngine(p)
+	c.validateAgents(p)
+	return p.err()
+}
+
+func (c *Config) validateServer(p *problems) {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return c.fail("listen", "%q is not host:port", c.Listen)
+		p.add("listen", "%q is not host:port", c.Listen)
 	}
 	if c.Database.MaxConns < 2 {
-		return c.fail("database.max_conns", "must be at least 2, got %d", c.Database.MaxConns)
+		p.add("database.max_conns", "must be at least 2, got %d", c.Database.MaxConns)
 	}
+	if !slices.Contains([]string{"en", "zh"}, c.Templates.Locale) {
+		p.add("templates.locale", "unknown locale %q (want en or zh)", c.Templates.Locale)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		p.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
+		p.add("log.format", "unknown format %q (want text or json)", c.Log.Format)
+	}
+}
+
+func (c *Config) validateGitea(p *problems) {
 	if c.Gitea.URL != "" {
 		u, err := url.Parse(c.Gitea.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return c.fail("gitea.url", "%q is not an http(s) URL", c.Gitea.URL)
+			p.add("gitea.url", "%q is not an http(s) URL", c.Gitea.URL)
 		}
 	}
 	for i, r := range c.Gitea.Repos {
 		if owner, name, ok := strings.Cut(r, "/"); !ok || owner == "" || name == "" || strings.ContainsAny(name, "/ ") {
-			return c.fail(fmt.Sprintf("gitea.repos[%d]", i), "%q is not owner/name", r)
-		}
-	}
-	if c.Webhook.PublicURL != "" {
-		u, err := url.Parse(c.Webhook.PublicURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return c.fail("webhook.public_url", "%q is not an http(s) URL", c.Webhook.PublicURL)
+			p.add(fmt.Sprintf("gitea.repos[%d]", i), "%q is not owner/name", r)
 		}
 	}
 	if !loginRE.MatchString(c.Gitea.BotUser) {
-		return c.fail("gitea.bot_user", "%q is not a Gitea login", c.Gitea.BotUser)
+		p.add("gitea.bot_user", "%q is not a Gitea login", c.Gitea.BotUser)
 	}
 	if c.Gitea.Timeout < 0 {
-		return c.fail("gitea.timeout", "must be positive")
+		p.add("gitea.timeout", "must be positive")
 	}
 	if c.Gitea.RatePerSecond < 0 || c.Gitea.Burst < 0 {
-		return c.fail("gitea.rate_per_second", "the rate limit must be positive")
+		p.add("gitea.rate_per_second", "the rate limit must be positive")
 	}
-	for i, s := range c.Webhook.Secrets {
-		if s == "" {
-			return c.fail(fmt.Sprintf("webhook.secrets[%d]", i), "is empty")
-		}
-	}
-	if c.Webhook.MaxBodyBytes < 1024 {
-		return c.fail("webhook.max_body_bytes", "must be at least 1024, got %d", c.Webhook.MaxBodyBytes)
-	}
-	for key, n := range map[string]int{"webhook.max_attempts": c.Webhook.MaxAttempts,
-		"webhook.circuit_breaker.comments": c.Webhook.CircuitBreaker.Comments,
-		"webhook.task_budget_per_hour":     c.Webhook.TaskBudgetPerHour, "webhook.max_mention_hops": c.Webhook.MaxMentionHops} {
-		if n < 1 {
-			return c.fail(key, "must be at least 1, got %d", n)
-		}
-	}
-	for key, re := range map[string]string{"webhook.deploy_context": c.Webhook.DeployContext,
-		"webhook.infra_context": c.Webhook.InfraContext} {
-		if _, err := regexp.Compile(re); err != nil {
-			return c.fail(key, "%q is not a regular expression: %v", re, err)
-		}
-	}
-	for key, d := range map[string]time.Duration{"dispatcher.lease_ttl": c.Dispatcher.LeaseTTL,
-		"dispatcher.poll_interval": c.Dispatcher.PollInterval, "spawner.kill_grace": c.Spawner.KillGrace,
-		"spawner.shutdown_grace": c.Spawner.ShutdownGrace, "spawner.retry_base": c.Spawner.RetryBase,
-		"spawner.retry_max": c.Spawner.RetryMax, "ticker.reconcile_every": c.Ticker.ReconcileEvery,
-		"ticker.status_poll_every": c.Ticker.StatusPollEvery, "ticker.retention": c.Ticker.Retention,
-		"ticker.leader_ttl": c.Ticker.LeaderTTL, "ticker.sweep_every": c.Ticker.SweepEvery,
-		"ticker.watchdog_quiet": c.Ticker.WatchdogQuiet, "webhook.circuit_breaker.window": c.Webhook.CircuitBreaker.Window,
-		"webhook.circuit_breaker.cooldown": c.Webhook.CircuitBreaker.Cooldown} {
-		if d < 0 {
-			return c.fail(key, "must be positive, got %s", d)
-		}
-	}
-	if c.Dispatcher.LeaseTTL < 3*time.Second {
-		return c.fail("dispatcher.lease_ttl", "must be at least 3s (heartbeats renew it every third), got %s", c.Dispatcher.LeaseTTL)
-	}
-	if n := *c.Dispatcher.MaxRetries; n < 0 || n > 100 {
-		return c.fail("dispatcher.max_retries", "must be between 0 and 100, got %d", n)
-	}
-	for key, n := range map[string]int{"dispatcher.max_concurrency": c.Dispatcher.MaxConcurrency,
-		"dispatcher.spawns_per_issue_per_day": c.Dispatcher.SpawnsPerIssuePerDay,
-		"dispatcher.spawns_per_agent_per_day": c.Dispatcher.SpawnsPerAgentPerDay,
-		"spawner.output_tail_bytes":           c.Spawner.OutputTailBytes} {
-		if n < 1 {
-			return c.fail(key, "must be at least 1, got %d", n)
-		}
-	}
-	if !slices.Contains([]string{"en", "zh"}, c.Templates.Locale) {
-		return c.fail("templates.locale", "unknown locale %q (want en or zh)", c.Templates.Locale)
-	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		return c.fail("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
-	}
-	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
-		return c.fail("log.format", "unknown format %q (want text or json)", c.Log.Format)
-	}
-	return c.validateAgents()
 }
 
-func (c *Config) validateAgents() error {
+func (c *Config) validateWebhook(p *problems) {
+	w := c.Webhook
+	if w.PublicURL != "" {
+		u, err := url.Parse(w.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("webhook.public_url", "%q is not an http(s) URL", w.PublicURL)
+		}
+	}
+	for i, s := range w.Secrets {
+		if s == "" {
+			p.add(fmt.Sprintf("webhook.secrets[%d]", i), "is empty")
+		}
+	}
+	if w.MaxBodyBytes < 1024 {
+		p.add("webhook.max_body_bytes", "must be at least 1024, got %d", w.MaxBodyBytes)
+	}
+	for _, k := range []intKey{{"webhook.max_attempts", w.MaxAttempts},
+		{"webhook.task_budget_per_hour", w.TaskBudgetPerHour}, {"webhook.max_mention_hops", w.MaxMentionHops},
+		{"webhook.circuit_breaker.comments", w.CircuitBreaker.Comments}} {
+		if k.n < 1 {
+			p.add(k.key, "must be at least 1, got %d", k.n)
+		}
+	}
+	for _, k := range []stringKey{{"webhook.deploy_context", w.DeployContext}, {"webhook.infra_context", w.InfraContext}} {
+		if _, err := regexp.Compile(k.s); err != nil {
+			p.add(k.key, "%q is not a regular expression: %v", k.s, err)
+		}
+	}
+	for _, k := range []durationKey{{"webhook.circuit_breaker.window", w.CircuitBreaker.Window},
+		{"webhook.circuit_breaker.cooldown", w.CircuitBreaker.Cooldown}} {
+		if k.d < 0 {
+			p.add(k.key, "must be positive, got %s", k.d)
+		}
+	}
+}
+
+// validateEngine checks the dispatcher, spawner and ticker sections.
+func (c *Config) validateEngine(p *problems) {
+	d, sp, tk := c.Dispatcher, c.Spawner, c.Ticker
+	for _, k := range []durationKey{{"dispatcher.lease_ttl", d.LeaseTTL}, {"dispatcher.poll_interval", d.PollInterval},
+		{"spawner.kill_grace", sp.KillGrace}, {"spawner.shutdown_grace", sp.ShutdownGrace},
+		{"spawner.retry_base", sp.RetryBase}, {"spawner.retry_max", sp.RetryMax},
+		{"ticker.leader_ttl", tk.LeaderTTL}, {"ticker.sweep_every", tk.SweepEvery},
+		{"ticker.reconcile_every", tk.ReconcileEvery}, {"ticker.status_poll_every", tk.StatusPollEvery},
+		{"ticker.retention", tk.Retention}, {"ticker.watchdog_quiet", tk.WatchdogQuiet}} {
+		if k.d < 0 {
+			p.add(k.key, "must be positive, got %s", k.d)
+		}
+	}
+	if d.LeaseTTL < 3*time.Second {
+		p.add("dispatcher.lease_ttl", "must be at least 3s (heartbeats renew it every third), got %s", d.LeaseTTL)
+	}
+	if n := *d.MaxRetries; n < 0 || n > 100 {
+		p.add("dispatcher.max_retries", "must be between 0 and 100, got %d", n)
+	}
+	for _, k := range []intKey{{"dispatcher.max_concurrency", d.MaxConcurrency},
+		{"dispatcher.spawns_per_issue_per_day", d.SpawnsPerIssuePerDay},
+		{"dispatcher.spawns_per_agent_per_day", d.SpawnsPerAgentPerDay},
+		{"spawner.output_tail_bytes", sp.OutputTailBytes}} {
+		if k.n < 1 {
+			p.add(k.key, "must be at least 1, got %d", k.n)
+		}
+	}
+}
+
+// validateAgents checks each agent, and that logins, the lead and the
+// infra agent are unique.
+func (c *Config) validateAgents(p *problems) {
 	seen := map[string]int{}
 	var lead, infra string
 	for i, a := range c.Agents {
 		key := fmt.Sprintf("agents[%d]", i)
 		switch {
 		case a.Login == "":
-			return c.fail(key+".login", "is required")
+			p.add(key+".login", "is required")
 		case !loginRE.MatchString(a.Login):
-			return c.fail(key+".login", "%q is not a Gitea login", a.Login)
+			p.add(key+".login", "%q is not a Gitea login", a.Login)
 		}
 		if j, dup := seen[strings.ToLower(a.Login)]; dup {
-			return c.fail(key+".login", "%q is already declared by agents[%d]", a.Login, j)
+			p.add(key+".login", "%q is already declared by agents[%d]", a.Login, j)
+		} else {
+			seen[strings.ToLower(a.Login)] = i
 		}
-		seen[strings.ToLower(a.Login)] = i
 		if strings.EqualFold(a.Login, c.Gitea.BotUser) {
-			return c.fail(key+".login", "%q is mozi's own bot user (gitea.bot_user)", a.Login)
+			p.add(key+".login", "%q is mozi's own bot user (gitea.bot_user)", a.Login)
 		}
-		switch {
-		case a.Preset == "" && len(a.Command) == 0:
-			return c.fail(key, "agent %s needs a preset or a command", a.Login)
-		case a.Preset != "" && len(a.Command) > 0:
-			return c.fail(key+".command", "agent %s has both a preset and a command: keep one", a.Login)
-		case len(a.Command) > 0 && strings.TrimSpace(a.Command[0]) == "":
-			return c.fail(key+".command", "the program (first element) is empty")
-		}
-		if a.Preset != "" {
-			if _, ok := spawner.LookupPreset(a.Preset); !ok {
-				return c.fail(key+".preset", "unknown preset %q (want one of %s)", a.Preset,
-					strings.Join(spawner.PresetNames(), ", "))
-			}
-		}
-		if a.Preset == "shell" && a.Script == "" {
-			return c.fail(key+".script", "the shell preset needs a script")
-		}
-		if a.Script != "" && a.Preset != "shell" {
-			return c.fail(key+".script", "script is only used by the shell preset")
-		}
-		if len(a.Args) > 0 {
-			switch a.Preset {
-			case "":
-				return c.fail(key+".args", "args extend a preset's command: put them in command itself")
-			case "shell":
-				return c.fail(key+".args", "the shell preset takes no args: put them in its script")
-			}
-			for j, arg := range a.Args {
-				if arg == "" {
-					return c.fail(fmt.Sprintf("%s.args[%d]", key, j), "is empty")
-				}
-			}
-		}
-		switch a.Workspace {
-		case WorkspaceAuto:
-			if a.Workdir != "" {
-				return c.fail(key+".workdir", "agent %s works in a worktree per task (workspace: auto): workdir is for workspace: none", a.Login)
-			}
-		case WorkspaceNone:
-		default:
-			return c.fail(key+".workspace", "%q is not auto or none", a.Workspace)
-		}
-		if a.Sandbox != SandboxBwrap && a.Sandbox != SandboxNone {
-			return c.fail(key+".sandbox", "%q is not bwrap or none", a.Sandbox)
-		}
-		if a.Limits.Memory < 0 || a.Limits.Processes < 0 || a.Limits.CPUTime < 0 || a.Limits.OpenFiles < 0 {
-			return c.fail(key+".limits", "limits must not be negative")
-		}
-		if a.TokenEnv != "" && a.TokenFile != "" {
-			return c.fail(key+".token_file", "agent %s has both token_env and token_file: keep one", a.Login)
-		}
-		if a.MaxConcurrency < 1 || a.MaxConcurrency > 256 {
-			return c.fail(key+".max_concurrency", "must be between 1 and 256, got %d", a.MaxConcurrency)
-		}
-		if a.TokenEnv != "" && !envVarRE.MatchString(a.TokenEnv) {
-			return c.fail(key+".token_env", "%q is not an environment variable name", a.TokenEnv)
-		}
-		if a.Timeout < 0 {
-			return c.fail(key+".timeout", "must be positive")
-		}
-		if a.MaxCostUSD < 0 || a.MaxTokens < 0 {
-			return c.fail(key, "budgets must not be negative")
-		}
-		for j, name := range a.PassEnv {
-			if why := c.notForAgent(a, name); why != "" {
-				return c.fail(fmt.Sprintf("%s.pass_env[%d]", key, j), "%q cannot be passed to an agent: %s", name, why)
-			}
-		}
-		for _, name := range slices.Sorted(maps.Keys(a.Env)) {
-			if why := c.notForAgent(a, name); why != "" {
-				return c.fail(key+".env."+name, "%q cannot be set for an agent: %s", name, why)
-			}
-		}
-		for j, f := range a.RoleFiles {
-			if f == "" {
-				return c.fail(fmt.Sprintf("%s.role_files[%d]", key, j), "is empty")
-			}
-		}
+		c.validateCommand(p, key, a)
+		c.validateRun(p, key, a)
 		if a.Lead {
 			if lead != "" {
-				return c.fail(key+".lead", "both %s and %s are lead: at most one agent leads", lead, a.Login)
+				p.add(key+".lead", "both %s and %s are lead: at most one agent leads", lead, a.Login)
 			}
-			lead = a.Login
+			lead = cmp.Or(lead, a.Login)
 		}
 		if a.Infra {
 			if infra != "" {
-				return c.fail(key+".infra", "both %s and %s are infra: at most one agent handles infrastructure", infra, a.Login)
+				p.add(key+".infra", "both %s and %s are infra: at most one agent handles infrastructure", infra, a.Login)
 			}
-			infra = a.Login
+			infra = cmp.Or(infra, a.Login)
 		}
 	}
-	return nil
+}
+
+// validateCommand checks what an agent runs: a preset or a command, its
+// script and args.
+func (c *Config) validateCommand(p *problems, key string, a Agent) {
+	switch {
+	case a.Preset == "" && len(a.Command) == 0:
+		p.add(key, "agent %s needs a preset or a command", a.Login)
+	case a.Preset != "" && len(a.Command) > 0:
+		p.add(key+".command", "agent %s has both a preset and a command: keep one", a.Login)
+	case len(a.Command) > 0 && strings.TrimSpace(a.Command[0]) == "":
+		p.add(key+".command", "the program (first element) is empty")
+	}
+	if a.Preset != "" {
+		if _, ok := spawner.LookupPreset(a.Preset); !ok {
+			p.add(key+".preset", "unknown preset %q (want one of %s)", a.Preset,
+				strings.Join(spawner.PresetNames(), ", "))
+		}
+	}
+	if a.Preset == "shell" && a.Script == "" {
+		p.add(key+".script", "the shell preset needs a script")
+	}
+	if a.Script != "" && a.Preset != "shell" {
+		p.add(key+".script", "script is only used by the shell preset")
+	}
+	if len(a.Args) > 0 {
+		switch a.Preset {
+		case "":
+			p.add(key+".args", "args extend a preset's command: put them in command itself")
+		case "shell":
+			p.add(key+".args", "the shell preset takes no args: put them in its script")
+		}
+		for j, arg := range a.Args {
+			if arg == "" {
+				p.add(fmt.Sprintf("%s.args[%d]", key, j), "is empty")
+			}
+		}
+	}
+}
+
+// validateRun checks where and how an agent runs: workspace, sandbox,
+// limits, token, concurrency, budgets, environment and role files.
+func (c *Config) validateRun(p *problems, key string, a Agent) {
+	switch a.Workspace {
+	case WorkspaceAuto:
+		if a.Workdir != "" {
+			p.add(key+".workdir", "agent %s works in a worktree per task (workspace: auto): workdir is for workspace: none", a.Login)
+		}
+	case WorkspaceNone:
+	default:
+		p.add(key+".workspace", "%q is not auto or none", a.Workspace)
+	}
+	if a.Sandbox != SandboxBwrap && a.Sandbox != SandboxNone {
+		p.add(key+".sandbox", "%q is not bwrap or none", a.Sandbox)
+	}
+	if a.Limits.Memory < 0 || a.Limits.Processes < 0 || a.Limits.CPUTime < 0 || a.Limits.OpenFiles < 0 {
+		p.add(key+".limits", "limits must not be negative")
+	}
+	if a.TokenEnv != "" && a.TokenFile != "" {
+		p.add(key+".token_file", "agent %s has both token_env and token_file: keep one", a.Login)
+	}
+	if a.MaxConcurrency < 1 || a.MaxConcurrency > 256 {
+		p.add(key+".max_concurrency", "must be between 1 and 256, got %d", a.MaxConcurrency)
+	}
+	if a.TokenEnv != "" && !envVarRE.MatchString(a.TokenEnv) {
+		p.add(key+".token_env", "%q is not an environment variable name", a.TokenEnv)
+	}
+	if a.Timeout < 0 {
+		p.add(key+".timeout", "must be positive")
+	}
+	if a.MaxCostUSD < 0 || a.MaxTokens < 0 {
+		p.add(key, "budgets must not be negative")
+	}
+	for j, name := range a.PassEnv {
+		if why := c.notForAgent(a, name); why != "" {
+			p.add(fmt.Sprintf("%s.pass_env[%d]", key, j), "%q cannot be passed to an agent: %s", name, why)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.Env)) {
+		if why := c.notForAgent(a, name); why != "" {
+			p.add(key+".env."+name, "%q cannot be set for an agent: %s", name, why)
+		}
+	}
+	for j, f := range a.RoleFiles {
+		if f == "" {
+			p.add(fmt.Sprintf("%s.role_files[%d]", key, j), "is empty")
+		}
+	}
 }
 
 // notForAgent says why an environment variable may not reach agent a

@@ -349,3 +349,38 @@ func TestByteSizes(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// Validation reports every problem at once, one per line, in the order of
+// their keys in the file, however often it runs.
+func TestValidationReportsEveryErrorInFileOrder(t *testing.T) {
+	t.Parallel()
+	body := `listen: 8080
+webhook:
+  max_attempts: -1
+  deploy_context: "("
+  task_budget_per_hour: -2
+dispatcher:
+  lease_ttl: 1s
+  max_concurrency: -1
+ticker:
+  sweep_every: -1s
+agents:
+  - {login: a, preset: claud}
+  - {login: A, preset: codex, sandbox: docker}
+`
+	want := `mozi.yaml:1: listen: "8080" is not host:port
+mozi.yaml:3: webhook.max_attempts: must be at least 1, got -1
+mozi.yaml:4: webhook.deploy_context: "(" is not a regular expression: error parsing regexp: missing closing ): ` + "`(`" + `
+mozi.yaml:5: webhook.task_budget_per_hour: must be at least 1, got -2
+mozi.yaml:7: dispatcher.lease_ttl: must be at least 3s (heartbeats renew it every third), got 1s
+mozi.yaml:8: dispatcher.max_concurrency: must be at least 1, got -1
+mozi.yaml:10: ticker.sweep_every: must be positive, got -1s
+mozi.yaml:12: agents[0].preset: unknown preset "claud" (want one of aider, claude-code, codex, goose, openclaw, opencode, shell)
+mozi.yaml:13: agents[1].login: "A" is already declared by agents[0]
+mozi.yaml:13: agents[1].sandbox: "docker" is not bwrap or none`
+	for range 20 {
+		_, err := Parse("mozi.yaml", []byte(body))
+		require.Error(t, err)
+		require.Equal(t, want, err.Error())
+	}
+}

@@ -1,0 +1,210 @@
+package gitea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	sdk "code.gitea.io/sdk/gitea"
+)
+
+// HookEvents are the Gitea webhook events mozi acts on. Gitea expands
+// "issues" and "pull_request" to every issue and pull request event.
+var HookEvents = []string{
+	"issues", "issue_assign", "issue_label", "issue_comment",
+	"pull_request", "pull_request_assign", "pull_request_comment", "pull_request_review_approved",
+	"pull_request_review_rejected", "pull_request_review_comment", "pull_request_sync",
+	"pull_request_review_request", "status",
+}
+
+// ErrMissingScope is returned when Gitea refuses a call because the token
+// lacks a scope.
+var ErrMissingScope = errors.New("the token lacks a required scope")
+
+// Hook is a Gitea webhook as mozi sees it. Gitea never returns a hook's
+// secret, so whether one is set cannot be read back.
+type Hook struct {
+	ID          int64
+	Type        string
+	URL         string
+	ContentType string
+	Events      []string
+	Active      bool
+}
+
+// MissingEvents returns the events mozi needs that the hook does not send.
+func (h Hook) MissingEvents() []string {
+	var out []string
+	for _, e := range HookEvents {
+		if !slices.Contains(h.Events, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// HookScope is where a webhook lives: a repository (owner/name) or an
+// organization.
+type HookScope struct {
+	Repo string
+	Org  string
+}
+
+func (s HookScope) String() string {
+	if s.Org != "" {
+		return "organization " + s.Org
+	}
+	return s.Repo
+}
+
+// ServerVersion asks Gitea its version (no token needed).
+func (g *Client) ServerVersion(ctx context.Context) (string, error) {
+	c, err := g.api(ctx)
+	if err != nil {
+		return "", err
+	}
+	v, resp, err := c.ServerVersion()
+	if err != nil {
+		return "", apiErr("get Gitea version", resp, err)
+	}
+	return v, nil
+}
+
+// WhoAmI returns the login mozi's token acts as.
+func (g *Client) WhoAmI(ctx context.Context) (string, error) {
+	c, err := g.api(ctx)
+	if err != nil {
+		return "", err
+	}
+	u, resp, err := c.GetMyUserInfo()
+	if err != nil {
+		return "", scopeErr("get the token's user", resp, err)
+	}
+	return u.UserName, nil
+}
+
+// RepoAdmin reports whether mozi's token may administer the repository
+// (needed for its webhooks); an error when it cannot see it.
+func (g *Client) RepoAdmin(ctx context.Context, repo string) (bool, error) {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return false, err
+	}
+	r, resp, err := c.GetRepo(owner, name)
+	if err != nil {
+		return false, scopeErr("get repository "+repo, resp, err)
+	}
+	return r.Permissions != nil && r.Permissions.Admin, nil
+}
+
+// CanWriteIssues checks that the token has the write:issue scope without
+// changing anything: it edits issue #0, which never exists, so Gitea
+// answers 404 after its scope check, or 403 before it.
+func (g *Client) CanWriteIssues(ctx context.Context, repo string) error {
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return err
+	}
+	_, resp, err := c.EditIssue(owner, name, 0, sdk.EditIssueOption{Title: "mozi doctor scope probe"})
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	if err == nil {
+		return errors.New("editing issue #0 succeeded: unexpected Gitea behaviour")
+	}
+	return scopeErr("probe write:issue on "+repo, resp, err)
+}
+
+// Hooks lists the webhooks of a repository or an organization.
+func (g *Client) Hooks(ctx context.Context, scope HookScope) ([]Hook, error) {
+	c, err := g.api(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		list []*sdk.Hook
+		resp *sdk.Response
+	)
+	if scope.Org != "" {
+		list, resp, err = c.ListOrgHooks(scope.Org, sdk.ListHooksOptions{ListOptions: sdk.ListOptions{PageSize: 50}})
+	} else {
+		owner, name, serr := splitRepo(scope.Repo)
+		if serr != nil {
+			return nil, serr
+		}
+		list, resp, err = c.ListRepoHooks(owner, name, sdk.ListHooksOptions{ListOptions: sdk.ListOptions{PageSize: 50}})
+	}
+	if err != nil {
+		return nil, scopeErr("list webhooks of "+scope.String(), resp, err)
+	}
+	out := make([]Hook, 0, len(list))
+	for _, h := range list {
+		out = append(out, Hook{ID: h.ID, Type: h.Type, URL: h.Config["url"], ContentType: h.Config["content_type"],
+			Events: h.Events, Active: h.Active})
+	}
+	return out, nil
+}
+
+// InstallHook creates the webhook that sends mozi's events to url signed
+// with secret, or updates the one already pointing at url. It returns the
+// hook and whether it was created.
+func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret string) (Hook, bool, error) {
+	existing, err := g.Hooks(ctx, scope)
+	if err != nil {
+		return Hook{}, false, err
+	}
+	c, err := g.api(ctx)
+	if err != nil {
+		return Hook{}, false, err
+	}
+	config := map[string]string{"url": url, "content_type": "json", "secret": secret, "http_method": "post"}
+	events := slices.Clone(HookEvents)
+	for _, h := range existing {
+		if h.URL != url || h.Type != string(sdk.HookTypeGitea) {
+			continue
+		}
+		active := true
+		opt := sdk.EditHookOption{Config: config, Events: events, Active: &active, BranchFilter: "*"}
+		var resp *sdk.Response
+		if scope.Org != "" {
+			resp, err = c.EditOrgHook(scope.Org, h.ID, opt)
+		} else {
+			owner, name, _ := splitRepo(scope.Repo)
+			resp, err = c.EditRepoHook(owner, name, h.ID, opt)
+		}
+		if err != nil {
+			return Hook{}, false, scopeErr(fmt.Sprintf("update webhook %d of %s", h.ID, scope), resp, err)
+		}
+		h.ContentType, h.Events, h.Active = "json", events, true
+		return h, false, nil
+	}
+	opt := sdk.CreateHookOption{Type: sdk.HookTypeGitea, Config: config, Events: events, Active: true, BranchFilter: "*"}
+	var (
+		created *sdk.Hook
+		resp    *sdk.Response
+	)
+	if scope.Org != "" {
+		created, resp, err = c.CreateOrgHook(scope.Org, opt)
+	} else {
+		owner, name, _ := splitRepo(scope.Repo)
+		created, resp, err = c.CreateRepoHook(owner, name, opt)
+	}
+	if err != nil {
+		return Hook{}, false, scopeErr("create webhook on "+scope.String(), resp, err)
+	}
+	return Hook{ID: created.ID, Type: created.Type, URL: url, ContentType: "json", Events: events, Active: true}, true, nil
+}
+
+// scopeErr is apiErr that also recognises Gitea's missing-scope answer.
+func scopeErr(what string, resp *sdk.Response, err error) error {
+	if resp != nil && resp.StatusCode == http.StatusForbidden && strings.Contains(err.Error(), "scope") {
+		return fmt.Errorf("%s: %w (%v)", what, ErrMissingScope, err)
+	}
+	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("%s: the token is not valid: %w", what, err)
+	}
+	return apiErr(what, resp, err)
+}

@@ -1,0 +1,200 @@
+package gitea
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// fastGitea is a client on the fake whose retries do not sleep.
+func fastGitea(t *testing.T, srv *giteatest.Server, token string, logs *bytes.Buffer) (*Client, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	logger := slog.New(slog.DiscardHandler)
+	if logs != nil {
+		logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	g, err := New(Config{URL: srv.URL, Token: token, Timeout: 300 * time.Millisecond,
+		Registerer: reg, Logger: logger, RatePerSecond: 1000, Burst: 1000})
+	require.NoError(t, err)
+	g.http.Transport.(*transport).sleep = func(context.Context, time.Duration) error { return nil }
+	return g, reg
+}
+
+func TestGiteaReadsRecordedResponses(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	g, _ := fastGitea(t, srv, giteatest.Token, nil)
+	ctx := context.Background()
+
+	issue, err := g.FetchIssue(ctx, "acme/widget", 3)
+	require.NoError(t, err)
+	assert.Equal(t, 3, issue.Number)
+	assert.Equal(t, "lead", issue.Author)
+	assert.NotEmpty(t, issue.Title)
+	assert.False(t, issue.UpdatedAt.IsZero())
+
+	_, err = g.FetchIssue(ctx, "acme/widget", 404)
+	require.ErrorIs(t, err, task.ErrNotFound)
+
+	comments, err := g.FetchComments(ctx, "acme/widget", 3, 100)
+	require.NoError(t, err)
+	require.Len(t, comments, 1)
+	assert.True(t, strings.HasPrefix(comments[0].Body, "[Action Report]"))
+
+	blocked, err := g.FetchBlockedBy(ctx, "acme/widget", 5)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2}, blocked, "#5 is blocked by #2 through a Gitea dependency")
+
+	id, err := g.PostComment(ctx, "acme/widget", 3, "hello")
+	require.NoError(t, err)
+	assert.NotZero(t, id)
+	assert.Equal(t, []string{"hello"}, srv.Comments("acme/widget", 3))
+}
+
+func TestGiteaWrongTokenIsAnError(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	g, _ := fastGitea(t, srv, "wrong-token", nil)
+	_, err := g.FetchIssue(context.Background(), "acme/widget", 3)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "wrong-token", "a token never appears in an error")
+}
+
+func TestGiteaRetries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		fail     func(n int64, w http.ResponseWriter, r *http.Request) bool
+		post     bool
+		wantErr  bool
+		wantHits int64
+	}{
+		{"500 twice then success", func(n int64, w http.ResponseWriter, _ *http.Request) bool {
+			if n <= 2 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return true
+			}
+			return false
+		}, false, false, 3},
+		{"429 with Retry-After", func(n int64, w http.ResponseWriter, _ *http.Request) bool {
+			if n == 1 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return true
+			}
+			return false
+		}, false, false, 2},
+		{"always 502: gives up after 4 attempts", func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
+			w.WriteHeader(http.StatusBadGateway)
+			return true
+		}, false, true, 4},
+		{"timeout then success", func(n int64, _ http.ResponseWriter, _ *http.Request) bool {
+			if n == 1 {
+				time.Sleep(600 * time.Millisecond)
+				return true
+			}
+			return false
+		}, false, false, 2},
+		{"a POST is not repeated after a 500", func(_ int64, w http.ResponseWriter, _ *http.Request) bool {
+			w.WriteHeader(http.StatusInternalServerError)
+			return true
+		}, true, true, 1},
+		{"404 is not retried", func(int64, http.ResponseWriter, *http.Request) bool { return false }, false, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := giteatest.New()
+			defer srv.Close()
+			var hits atomic.Int64
+			srv.Fail = func(w http.ResponseWriter, r *http.Request) bool { return tt.fail(hits.Add(1), w, r) }
+			g, reg := fastGitea(t, srv, giteatest.Token, nil)
+			var err error
+			switch {
+			case tt.post:
+				_, err = g.PostComment(context.Background(), "acme/widget", 3, "x")
+			case tt.name == "404 is not retried":
+				_, err = g.FetchIssue(context.Background(), "acme/widget", 404)
+			default:
+				_, err = g.FetchIssue(context.Background(), "acme/widget", 3)
+			}
+			if tt.wantErr {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.wantHits, hits.Load())
+			assert.Positive(t, testutil.CollectAndCount(reg, "mozi_gitea_requests_total"))
+		})
+	}
+}
+
+func TestGiteaOutageIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	var down atomic.Bool
+	down.Store(true)
+	srv.Fail = func(w http.ResponseWriter, _ *http.Request) bool {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	}
+	var logs bytes.Buffer
+	g, reg := fastGitea(t, srv, giteatest.Token, &logs)
+	for range 5 {
+		_, err := g.FetchIssue(context.Background(), "acme/widget", 3)
+		require.Error(t, err)
+	}
+	assert.Equal(t, 0.0, gaugeValue(t, reg, "mozi_gitea_up"))
+	down.Store(false)
+	_, err := g.FetchIssue(context.Background(), "acme/widget", 3)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(logs.String(), "Gitea API unavailable"), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "Gitea API available again"))
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func TestEndpointLabelsAreBounded(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/api/v1/repos/acme/widget/issues/3/comments":                                       "/repos/{owner}/{repo}/issues/{n}/comments",
+		"/api/v1/repos/other/thing/issues/12345":                                            "/repos/{owner}/{repo}/issues/{n}",
+		"/api/v1/repos/acme/widget/commits/3403c9d703782b8ccfc0497aa95bf7cf3b3b07a9/status": "/repos/{owner}/{repo}/commits/{ref}/status",
+		"/api/v1/repos/acme/widget/statuses/main":                                           "/repos/{owner}/{repo}/statuses/{ref}",
+		"/api/v1/users/coder1":                                                              "/users/{user}",
+		"/api/v1/version":                                                                   "/version",
+	} {
+		assert.Equal(t, want, endpoint(path), path)
+	}
+}

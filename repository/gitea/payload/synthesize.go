@@ -1,0 +1,79 @@
+package payload
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// The ticker finds what lost webhooks would have said (an issue closed
+// while mozi was down, a status Gitea never sent) and feeds it through the
+// inbox as a delivery of the same shape, so the same rules apply once.
+
+type synthUser struct {
+	Login string `json:"login"`
+}
+
+func user(login string) *synthUser {
+	if login == "" {
+		return nil
+	}
+	return &synthUser{Login: login}
+}
+
+type synthRepo struct {
+	FullName string `json:"full_name"`
+}
+
+func stampPtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// IssueEventBody is an "issues" delivery body with action for the issue's
+// current state; the closer is unknown (no sender).
+func IssueEventBody(action string, i task.Issue) ([]byte, error) {
+	type label struct {
+		Name string `json:"name"`
+	}
+	labels := make([]label, len(i.Labels))
+	for k, l := range i.Labels {
+		labels[k] = label{l}
+	}
+	assignees := make([]*synthUser, len(i.Assignees))
+	for k, a := range i.Assignees {
+		assignees[k] = user(a)
+	}
+	return json.Marshal(map[string]any{
+		"action": action, "number": i.Number,
+		"issue": map[string]any{"number": i.Number, "title": i.Title, "body": i.Body, "state": i.State,
+			"user": user(i.Author), "labels": labels, "assignees": assignees,
+			"created_at": stampPtr(i.CreatedAt), "updated_at": stampPtr(i.UpdatedAt), "closed_at": stampPtr(i.ClosedAt)},
+		"repository": synthRepo{i.Repo}, "sender": map[string]string{"login": ""},
+	})
+}
+
+// PullClosedBody is a "pull_request closed" delivery body.
+func PullClosedBody(p task.PullRequest) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"action": ActionClosed, "number": p.Number,
+		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": task.StateClosed,
+			"user": user(p.Author), "head": map[string]string{"ref": p.HeadRef, "sha": p.HeadSHA},
+			"base": map[string]string{"ref": p.BaseRef}, "merged": p.Merged, "merged_by": user(p.MergedBy),
+			"updated_at": stampPtr(p.UpdatedAt), "closed_at": stampPtr(p.ClosedAt)},
+		"repository": synthRepo{p.Repo}, "sender": user(p.MergedBy),
+	})
+}
+
+// StatusBody is a "status" delivery body; the reporter is unknown (no
+// sender).
+func StatusBody(s task.CommitStatus) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"id": s.ID, "sha": s.SHA, "context": s.Context, "state": s.State, "target_url": s.TargetURL,
+		"description": s.Description, "updated_at": stampPtr(s.UpdatedAt),
+		"repository": synthRepo{s.Repo}, "sender": map[string]string{"login": ""},
+	})
+}

@@ -1,0 +1,38 @@
+package task
+
+import "time"
+
+// Attempt outcomes.
+const (
+	AttemptRunning     = "running"
+	AttemptSucceeded   = "succeeded" // exit 0
+	AttemptFailed      = "failed"    // non-zero exit
+	AttemptTimeout     = "timeout"   // killed at its wall-clock limit
+	AttemptBudget      = "budget_exceeded"
+	AttemptInterrupted = "interrupted" // mozi shut down; not counted as a failure
+	AttemptRescued     = "rescued"     // its runner died
+	AttemptSpawnError  = "spawn_error" // the command could not start
+	AttemptLost        = "lease_lost"  // another runner took the task over
+)
+
+// Attempt is one spawn of an agent for a task.
+type Attempt struct {
+	ID         int64
+	TaskID     int64
+	Attempt    int
+	Agent      string
+	Runner     string
+	Repo       string
+	Issue      int
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   *int
+	Outcome    string
+	Error      string
+	OutputTail string
+	LogPath    string
+	Duration   time.Duration
+	TokensIn   int64
+	TokensOut  int64
+	CostUSD    float64
+}

@@ -1,0 +1,77 @@
+package task
+
+import "errors"
+
+// Event is something that moves a task through the state machine of SPEC §3:
+//
+//	pending → claimed → working → review → done
+//	             ↑          │  ↘               ↗
+//	             └─ retry ──┘   failed
+//	review → working (changes requested); live → cancelled (agent unassigned)
+type Event string
+
+// State machine events.
+const (
+	EventClaim          Event = "claim"           // pending → claimed (dispatcher)
+	EventStart          Event = "start"           // claimed → working (agent process started)
+	EventRelease        Event = "release"         // claimed → pending (held: not spawned after all; the claim is given back)
+	EventOpenReview     Event = "open_review"     // pending, claimed, working → review (PR opened)
+	EventRequestChanges Event = "request_changes" // review → working (review asked for changes)
+	EventRetry          Event = "retry"           // claimed, working → pending, counted as a failed attempt
+	EventInterrupt      Event = "interrupt"       // claimed, working → pending, not counted (shutdown)
+	EventRescue         Event = "rescue"          // claimed, working with an expired lease → pending
+	EventReclaim        Event = "reclaim"         // pending → working: a runner rescued by mistake records its run
+	EventNudge          Event = "nudge"           // working without a run → pending: the watchdog runs the agent once more
+	EventComplete       Event = "complete"        // live → done (terminal Gitea event, auto-pass)
+	EventFail           Event = "fail"            // live → failed (retries exhausted)
+	EventCancel         Event = "cancel"          // live → cancelled (agent unassigned, operator)
+	EventRequeue        Event = "requeue"         // failed, cancelled → pending (operator retry)
+)
+
+// Events lists every state machine event.
+var Events = []Event{
+	EventClaim, EventStart, EventRelease, EventOpenReview, EventRequestChanges,
+	EventRetry, EventInterrupt, EventRescue, EventReclaim, EventNudge, EventComplete, EventFail, EventCancel,
+	EventRequeue,
+}
+
+// Transition is what an event does to a task's status: it applies only
+// while the task is in one of From, and moves it to To.
+type Transition struct {
+	From []Status
+	To   Status
+}
+
+// transitions is the state machine's from→to table. The store applies
+// each event as one conditional UPDATE (… WHERE status = ANY(From)), with
+// the columns the event records besides the status.
+var transitions = map[Event]Transition{
+	EventClaim:   {From: []Status{StatusPending}, To: StatusClaimed},
+	EventStart:   {From: []Status{StatusClaimed}, To: StatusWorking},
+	EventRelease: {From: []Status{StatusClaimed}, To: StatusPending},
+	// From pending too: a PR for the issue already exists (opened by a
+	// previous attempt or a human), so spawning the agent again would
+	// duplicate the work.
+	EventOpenReview:     {From: []Status{StatusPending, StatusClaimed, StatusWorking}, To: StatusReview},
+	EventRequestChanges: {From: []Status{StatusReview}, To: StatusWorking},
+	EventRetry:          {From: []Status{StatusClaimed, StatusWorking}, To: StatusPending},
+	EventInterrupt:      {From: []Status{StatusClaimed, StatusWorking}, To: StatusPending},
+	EventRescue:         {From: []Status{StatusClaimed, StatusWorking}, To: StatusPending},
+	EventReclaim:        {From: []Status{StatusPending}, To: StatusWorking},
+	EventNudge:          {From: []Status{StatusWorking}, To: StatusPending},
+	EventComplete:       {From: LiveStatuses, To: StatusDone},
+	EventFail:           {From: LiveStatuses, To: StatusFailed},
+	EventCancel:         {From: LiveStatuses, To: StatusCancelled},
+	EventRequeue:        {From: []Status{StatusFailed, StatusCancelled}, To: StatusPending},
+}
+
+// Transition returns what the event does; false for an unknown event.
+func (e Event) Transition() (Transition, bool) {
+	tr, ok := transitions[e]
+	return tr, ok
+}
+
+// ErrLeaseLost is the cause of a run's context ending because its task's
+// lease was lost: the task finished in Gitea meanwhile, or another runner
+// took it over after this one stopped renewing it.
+var ErrLeaseLost = errors.New("lease lost")

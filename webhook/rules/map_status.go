@@ -1,0 +1,100 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// failing reports whether a commit status (or workflow run conclusion)
+// means the commit is broken.
+func failing(state string) bool {
+	switch state {
+	case "failure", "error", "timed_out", "startup_failure":
+		return true
+	}
+	return false
+}
+
+// urgentPriority (P1) is for broken deployments and infrastructure: they
+// block everyone.
+const urgentPriority = 1
+
+// onStatus handles a failing commit status: on an open PR's head it gives
+// the PR author a ci_failure task (once per PR, head SHA and context); on
+// another commit, deploy and infrastructure contexts go to the infra agent;
+// anything else is kept until a PR names the commit.
+func (e *eventCtx) onStatus(ctx context.Context) error {
+	st := e.ev.Status
+	if !failing(st.State) {
+		return nil
+	}
+	pr, err := e.tx.OpenPullRequestByHead(ctx, e.ev.Repo, st.SHA)
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
+		return err
+	}
+	if err == nil {
+		if err := e.lock(ctx, pr.Number); err != nil {
+			return err
+		}
+		return e.ciFailure(ctx, pr, st.UpdatedAt, *st)
+	}
+	var action task.ActionType
+	switch {
+	case e.m.cfg.InfraContext.MatchString(st.Context):
+		action = task.ActionInfrastructureFailure
+	case e.m.cfg.DeployContext.MatchString(st.Context):
+		action = task.ActionDeployFailure
+	default:
+		return e.tx.SaveUnmatchedStatus(ctx, *st)
+	}
+	infra, ok := e.m.cfg.Agents.Infra()
+	if !ok {
+		e.log.Warn("failure on a commit that no pull request explains, and no infra agent is configured",
+			"sha", st.SHA, "context", st.Context)
+		return nil
+	}
+	n := repository.NewTask{
+		Repo: e.ev.Repo, ActionType: action, Agent: infra, Priority: urgentPriority,
+		DedupeKey: task.CommitFailureKey(st.SHA, st.Context),
+		Meta: task.Meta{HeadSHA: st.SHA, StatusCtx: st.Context, StatusState: st.State,
+			TargetURL: st.TargetURL, Title: st.Description},
+	}
+	_, _, err = e.create(ctx, spawn{task: n, at: st.UpdatedAt})
+	return err
+}
+
+// ciFailure gives the PR author one ci_failure task per (PR, SHA, context).
+func (e *eventCtx) ciFailure(ctx context.Context, pr task.PullRequest, at time.Time, st task.CommitStatus) error {
+	ag, ok := e.agent(pr.Author)
+	if !ok {
+		e.log.Info("CI failed on a pull request whose author is not an agent", "pr", pr.Number, "context", st.Context)
+		return nil
+	}
+	n := e.prTask(ctx, pr, task.ActionCIFailure, ag.Login)
+	n.DedupeKey = task.CIFailureKey(pr.Number, st.SHA, st.Context)
+	n.Meta.HeadSHA, n.Meta.StatusCtx, n.Meta.StatusState, n.Meta.TargetURL = st.SHA, st.Context, st.State, st.TargetURL
+	_, _, err := e.create(ctx, spawn{task: n, at: at})
+	return err
+}
+
+// matchKeptStatuses turns failures that arrived before the PR named their
+// commit into ci_failure tasks.
+func (e *eventCtx) matchKeptStatuses(ctx context.Context, pr task.PullRequest) error {
+	if pr.HeadSHA == "" {
+		return nil
+	}
+	kept, err := e.tx.TakeUnmatchedStatuses(ctx, pr.Repo, pr.HeadSHA)
+	if err != nil {
+		return err
+	}
+	for _, st := range kept {
+		if err := e.ciFailure(ctx, pr, e.ev.PullRequest.UpdatedAt, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}

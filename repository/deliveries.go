@@ -257,10 +257,8 @@ func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn 
 		if err != nil {
 			return fmt.Errorf("delivery %s: savepoint: %w", d.ID, err)
 		}
-		// Transitions fn applies in the savepoint's Tx are not reported to
-		// the store's observer (mozi_task_transitions_total): a gap kept
-		// as it was, to be fixed on its own.
-		res, fnErr = fn(ctx, newTx(sp), d)
+		inner := newTx(sp)
+		res, fnErr = fn(ctx, inner, d)
 		if fnErr != nil {
 			if rbErr := sp.Rollback(ctx); rbErr != nil {
 				return fmt.Errorf("delivery %s: roll back: %w", d.ID, rbErr)
@@ -270,6 +268,9 @@ func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn 
 		if err := sp.Commit(ctx); err != nil {
 			return fmt.Errorf("delivery %s: release savepoint: %w", d.ID, err)
 		}
+		// The savepoint's transitions are the delivery's effects: counted
+		// (mozi_task_transitions_total) when the outer transaction commits.
+		tx.applied = append(tx.applied, inner.applied...)
 		_, err = tx.db.Exec(ctx, `UPDATE webhook_deliveries SET processed_at = now(), outcome = $2,
 				semantic_key = NULLIF($3, ''), attempts = attempts + 1, last_error = ''
 			WHERE delivery_id = $1`, d.ID, res.Outcome, res.SemanticKey)

@@ -1,0 +1,81 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// transitionLog records what the store reports to its observer.
+type transitionLog struct {
+	mu   sync.Mutex
+	seen []task.Event
+}
+
+func (l *transitionLog) observe(ev task.Event, _ task.Status, _ int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, ev)
+}
+
+func (l *transitionLog) events() []task.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]task.Event(nil), l.seen...)
+}
+
+// A delivery's transitions happen in a savepoint; they are counted once the
+// delivery commits, and not at all when its processing fails.
+func TestDeliveryTransitionsAreObserved(t *testing.T) {
+	tests := []struct {
+		name  string
+		fnErr error
+		want  []task.Event
+	}{
+		{name: "processed", want: []task.Event{task.EventCancel}},
+		{name: "failed and rolled back", fnErr: errors.New("gitea said 500")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, _ := setup(t)
+			var log transitionLog
+			store.ObserveTransitions(log.observe)
+			created, err := store.CreateTask(ctx, newTask(7))
+			require.NoError(t, err)
+			_, err = store.InsertDelivery(ctx, repository.Delivery{
+				ID: "d-1", Event: "issues", Action: "unassigned", Repo: "acme/widget",
+				Headers: map[string]string{}, Body: []byte(`{}`),
+			})
+			require.NoError(t, err)
+
+			_, _, err = store.ProcessNextDelivery(ctx, repository.RetryPolicy{}, func(ctx context.Context, tx *repository.Tx, _ repository.Delivery) (repository.DeliveryResult, error) {
+				res, err := tx.Apply(ctx, created.ID, task.EventCancel, repository.Change{})
+				require.NoError(t, err)
+				require.True(t, res.Applied)
+				return repository.DeliveryResult{Outcome: repository.OutcomeProcessed}, tt.fnErr
+			})
+			if tt.fnErr != nil {
+				require.ErrorIs(t, err, tt.fnErr)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, log.events())
+
+			got, err := store.Task(ctx, created.ID)
+			require.NoError(t, err)
+			if tt.fnErr != nil {
+				assert.Equal(t, task.StatusPending, got.Status, "the failed delivery's transition is rolled back")
+			} else {
+				assert.Equal(t, task.StatusCancelled, got.Status)
+			}
+		})
+	}
+}

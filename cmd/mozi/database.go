@@ -84,6 +84,32 @@ func (db *database) Close() {
 	}
 }
 
+// requireSchema refuses a database without mozi's tables, so that a
+// command run before mozi serve ever ran says what to do instead of failing
+// on a missing table. A schema behind this binary is let through: after a
+// deliberate migrate down, the operator may still want to look around.
+func (db *database) requireSchema(ctx context.Context) error {
+	m, err := db.store.Migrator()
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	states, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	applied := 0
+	for _, st := range states {
+		if st.Applied {
+			applied++
+		}
+	}
+	if applied == 0 && len(states) > 0 {
+		return fmt.Errorf("the database has no mozi tables yet (0 of %d migrations applied): start mozi serve once, or run mozi migrate up", len(states))
+	}
+	return nil
+}
+
 // migrate applies pending migrations and reports how many it applied.
 func (db *database) migrate(ctx context.Context) (int, error) {
 	m, err := db.store.Migrator()

@@ -23,6 +23,10 @@ func openForCLI(ctx context.Context, e *env, configPath, dataDir string) (*confi
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := db.requireSchema(ctx); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
 	return cfg, db, nil
 }
 

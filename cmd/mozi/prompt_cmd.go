@@ -87,6 +87,9 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 		return nil, err
 	}
 	defer db.Close()
+	if err := db.requireSchema(ctx); err != nil {
+		return nil, err
+	}
 	var client *gitea.Client
 	if cfg.Gitea.URL != "" {
 		if client, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {

@@ -523,3 +523,33 @@ func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
 	assert.Equal(t, "mention", shown["action_type"])
 	assert.Equal(t, []any{}, shown["attempts"])
 }
+
+// A command run before mozi serve ever migrated its database says what to
+// do, instead of failing on a missing table.
+func TestCommandsOnAnUnmigratedDatabaseSayWhatToDo(t *testing.T) {
+	t.Parallel()
+	url := pgtest.EmptyURL(t)
+	getenv := func(k string) string {
+		if k == "MOZI_DATABASE_URL" {
+			return url
+		}
+		return ""
+	}
+	runMozi := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, getenv, &stdout, &stderr)
+		return stdout.String(), err
+	}
+	for _, cmd := range [][]string{{"tasks"}, {"deliveries"}, {"task", "show", "1"}} {
+		_, err := runMozi(cmd...)
+		require.Error(t, err, "%v", cmd)
+		assert.Contains(t, err.Error(), "no mozi tables yet (0 of", "%v", cmd)
+		assert.Contains(t, err.Error(), "mozi migrate up", "%v", cmd)
+	}
+
+	_, err := runMozi("migrate", "up")
+	require.NoError(t, err)
+	out, err := runMozi("tasks")
+	require.NoError(t, err)
+	assert.Contains(t, out, "STATUS")
+}

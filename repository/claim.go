@@ -2,8 +2,11 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/moziplus/mozi/repository/task"
 )
@@ -30,6 +33,32 @@ type ClaimRequest struct {
 // claimLockKey serialises claims across replicas so that per-agent limits,
 // counted from the database, hold exactly.
 const claimLockKey = 0x6d6f7a69 // "mozi"
+
+// openDependenciesOfT is the FROM … WHERE of the issues task t waits for:
+// its Depends: lines and Gitea's blocked-by, open as mozi last saw them.
+const openDependenciesOfT = `
+            FROM unnest(t.depends_on || COALESCE(
+                (SELECT i.blocked_by FROM issues i WHERE i.repo = t.repo AND i.number = t.issue_number),
+                '{}'::integer[])) AS d(n)
+            JOIN issues dep ON dep.repo = t.repo AND dep.number = d.n
+            WHERE dep.state = 'open' AND d.n <> t.issue_number`
+
+// OpenDependencies lists the issues task id waits for before it may be
+// claimed (only issue work waits): what mozi task show says a pending
+// task waits for.
+func (q *Queries) OpenDependencies(ctx context.Context, id int64) ([]int, error) {
+	var open []int
+	err := q.db.QueryRow(ctx, `SELECT CASE WHEN t.action_type = 'issue_assigned'
+		THEN array(SELECT DISTINCT d.n `+openDependenciesOfT+` ORDER BY d.n) ELSE '{}' END
+		FROM task_state t WHERE t.id = $1`, id).Scan(&open)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("task %d: %w", id, task.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open dependencies of task %d: %w", id, err)
+	}
+	return open, nil
+}
 
 // claimSQL picks due tasks: pending, not_before passed, their repository's
 // circuit breaker closed, for issue work
@@ -64,12 +93,7 @@ WITH agents AS (
             WHERE r.repo = t.repo AND r.issue_number = t.issue_number AND r.agent = t.agent
               AND r.lease_owner IS NOT NULL AND r.lease_expires_at > now())
           AND (t.action_type <> 'issue_assigned' OR NOT EXISTS (
-            SELECT 1
-            FROM unnest(t.depends_on || COALESCE(
-                (SELECT i.blocked_by FROM issues i WHERE i.repo = t.repo AND i.number = t.issue_number),
-                '{}'::integer[])) AS d(n)
-            JOIN issues dep ON dep.repo = t.repo AND dep.number = d.n
-            WHERE dep.state = 'open' AND d.n <> t.issue_number))
+            SELECT 1 ` + openDependenciesOfT + `))
         ORDER BY t.priority, t.not_before, t.id
         LIMIT LEAST(f.slots, $3) * 2 + 8) c
     WHERE f.slots > 0

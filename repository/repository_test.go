@@ -418,3 +418,39 @@ func contains(list []task.Status, s task.Status) bool {
 	}
 	return false
 }
+
+// A pending issue task names the issues it waits for: its Depends: lines
+// and Gitea's blocked-by, while open; only issue work waits.
+func TestOpenDependencies(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	now := time.Now()
+	for _, i := range []task.Issue{
+		{Repo: "acme/widget", Number: 1, State: task.StateOpen},
+		{Repo: "acme/widget", Number: 3, State: task.StateClosed, ClosedAt: now},
+		{Repo: "acme/widget", Number: 4, State: task.StateOpen},
+		{Repo: "acme/widget", Number: 9, State: task.StateOpen},
+	} {
+		i.UpdatedAt = now
+		require.NoError(t, store.SaveIssue(ctx, i))
+	}
+	require.NoError(t, store.CacheBlockedBy(ctx, "acme/widget", 9, []int{4}))
+
+	work := newTask(9)
+	work.DependsOn = []int{1, 3}
+	assigned, err := store.CreateTask(ctx, work)
+	require.NoError(t, err)
+	mention := newTask(9)
+	mention.ActionType, mention.Agent, mention.DependsOn = task.ActionMention, "coder2", []int{1}
+	notice, err := store.CreateTask(ctx, mention)
+	require.NoError(t, err)
+
+	open, err := store.OpenDependencies(ctx, assigned.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 4}, open, "#3 is closed")
+	open, err = store.OpenDependencies(ctx, notice.ID)
+	require.NoError(t, err)
+	assert.Empty(t, open, "a mention does not wait")
+	_, err = store.OpenDependencies(ctx, 4242)
+	assert.ErrorIs(t, err, task.ErrNotFound)
+}

@@ -553,3 +553,35 @@ func TestCommandsOnAnUnmigratedDatabaseSayWhatToDo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "STATUS")
 }
+
+// mozi task show says why a pending task does not run: the open issues it
+// depends on, and how often it was held.
+func TestTaskShowSaysWhatAPendingTaskWaitsFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	store, err := repository.Open(ctx, dbURL, repository.Options{})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: task.StateOpen, UpdatedAt: time.Now()}))
+	tk, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 2, DependsOn: []int{1},
+		ActionType: task.ActionIssueAssigned, Agent: "coder1", Priority: 2})
+	require.NoError(t, err)
+
+	show := func(args ...string) string {
+		var out, errOut bytes.Buffer
+		err := run(ctx, append([]string{"task", "show", fmt.Sprint(tk.ID)}, args...),
+			func(k string) string { return map[string]string{"MOZI_DATABASE_URL": dbURL}[k] }, &out, &errOut)
+		require.NoError(t, err, errOut.String())
+		return out.String()
+	}
+	assert.Contains(t, show(), "waits for:   #1 still open")
+	assert.Contains(t, show(), "holds: 0")
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(show("--json")), &doc))
+	assert.Equal(t, []any{float64(1)}, doc["waits_for"])
+
+	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: task.StateClosed,
+		ClosedAt: time.Now(), UpdatedAt: time.Now().Add(time.Second)}))
+	assert.NotContains(t, show(), "waits for:")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -76,11 +77,20 @@ func numOrDash(n int) string {
 	return "#" + strconv.Itoa(n)
 }
 
+// issueList names issues the way Gitea does: #1, #4.
+func issueList(numbers []int) string {
+	names := make([]string, len(numbers))
+	for i, n := range numbers {
+		names[i] = "#" + strconv.Itoa(n)
+	}
+	return strings.Join(names, ", ")
+}
+
 func taskJSON(t task.Task) map[string]any {
 	return map[string]any{
 		"id": t.ID, "repo": t.Repo, "issue": t.IssueNumber, "pr": t.PRNumber, "parent": t.ParentIssue,
 		"action_type": t.ActionType, "business_type": t.BusinessType, "agent": t.Agent, "status": t.Status,
-		"retry_count": t.RetryCount, "max_retries": t.MaxRetries, "dispatch_count": t.DispatchCount,
+		"retry_count": t.RetryCount, "max_retries": t.MaxRetries, "dispatch_count": t.DispatchCount, "holds": t.Holds,
 		"priority": t.Priority, "depends_on": t.DependsOn, "hop_count": t.HopCount, "not_before": t.NotBefore,
 		"lease_owner": t.LeaseOwner, "last_error": t.LastError, "created_at": t.CreatedAt, "updated_at": t.UpdatedAt,
 		"meta": t.Meta,
@@ -191,8 +201,15 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64, as
 	if err != nil {
 		return err
 	}
+	var waitsFor []int
+	if t.Status == task.StatusPending {
+		if waitsFor, err = store.OpenDependencies(ctx, id); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		doc := taskJSON(t)
+		doc["waits_for"] = waitsFor
 		list := make([]map[string]any, len(attempts))
 		for i, a := range attempts {
 			list[i] = map[string]any{"attempt": a.Attempt, "runner": a.Runner, "started_at": a.StartedAt,
@@ -212,8 +229,8 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64, as
 	}
 	fmt.Fprintf(w, " for %s on %s#%d — %s\n", t.Agent, t.Repo, t.IssueNumber, t.Status)
 	fmt.Fprintf(w, "  title:       %s\n", t.Meta.Title)
-	fmt.Fprintf(w, "  priority:    P%d   retries: %d of %d   dispatches: %d   hops: %d\n",
-		t.Priority, t.RetryCount, t.MaxRetries, t.DispatchCount, t.HopCount)
+	fmt.Fprintf(w, "  priority:    P%d   retries: %d of %d   dispatches: %d   holds: %d   hops: %d\n",
+		t.Priority, t.RetryCount, t.MaxRetries, t.DispatchCount, t.Holds, t.HopCount)
 	if t.PRNumber > 0 {
 		fmt.Fprintf(w, "  pull request: #%d\n", t.PRNumber)
 	}
@@ -223,6 +240,9 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64, as
 	fmt.Fprintf(w, "  created:     %s   updated: %s\n", t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
 	if t.Status == task.StatusPending && t.NotBefore.After(time.Now()) {
 		fmt.Fprintf(w, "  waits until: %s\n", t.NotBefore.Local().Format(time.DateTime))
+	}
+	if len(waitsFor) > 0 {
+		fmt.Fprintf(w, "  waits for:   %s still open (it runs once they are closed)\n", issueList(waitsFor))
 	}
 	if t.LeaseOwner != "" {
 		fmt.Fprintf(w, "  running on:  %s (lease until %s)\n", t.LeaseOwner, t.LeaseExpiresAt.Local().Format(time.TimeOnly))

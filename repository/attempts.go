@@ -135,7 +135,8 @@ type RunEnd struct {
 }
 
 // FinishRun records how an attempt ended and moves its task, in one
-// transaction.
+// transaction. The task moves only while e.Owner holds its lease for this
+// attempt; otherwise Result.Applied is false and From says where it is.
 func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 	var res Result
 	a := e.Attempt
@@ -154,6 +155,24 @@ func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 			_, err := tx.db.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
 					updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, e.Owner)
 			return err
+		}
+		// Only the run that holds the task may move it: a run whose task
+		// was rescued and claimed by another runner (its database was away
+		// longer than the lease) records its attempt and nothing more, or
+		// it would fail, retry or complete the newer run's task. The row
+		// stays locked until commit, so the check and the move are one.
+		var (
+			owner      *string
+			dispatches int
+			status     string
+		)
+		if err := tx.db.QueryRow(ctx, `SELECT lease_owner, dispatch_count, status FROM task_state WHERE id = $1 FOR UPDATE`,
+			a.TaskID).Scan(&owner, &dispatches, &status); err != nil {
+			return fmt.Errorf("lock task %d: %w", a.TaskID, err)
+		}
+		if owner == nil || *owner != e.Owner || a.Attempt > 0 && dispatches != a.Attempt {
+			res = Result{From: task.Status(status)}
+			return nil
 		}
 		var err error
 		res, err = tx.Apply(ctx, a.TaskID, e.Event, e.Change)

@@ -161,3 +161,49 @@ func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
 	assert.NoFileExists(t, kept[0])
 	assertRecordedOnce(t, real, tk.ID)
 }
+
+// failingOnce is an agent that exits 1.
+type failingOnce struct{}
+
+func (failingOnce) Run(context.Context, Command) Result {
+	return Result{ExitCode: 1, Outcome: OutcomeFailed, Err: "exited with status 1", Duration: time.Millisecond}
+}
+
+// A run whose outcome is recorded only after its task was rescued and
+// started again by another runner records its attempt and leaves the
+// newer run alone: it must neither fail the task nor take its lease.
+func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
+	ctx := context.Background()
+	real := pgtest.Store(t)
+	tk := claimed(t, real)
+	tk.MaxRetries = 0 // r1's failure would be its last: fail
+	store := &blinkingStore{Store: real}
+	store.away.Store(true)
+	stateDir := t.TempDir()
+	runCtx, shutdown := context.WithCancel(ctx)
+	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, shutdown) }
+	newTestSpawner(t, store, failingOnce{}, stateDir).Handle(runCtx, tk)
+	kept, _ := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
+	require.Len(t, kept, 1, "r1's outcome waits on disk")
+	rescueOnceExpired(t, real, tk.ID)
+
+	got, err := real.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r2", Limit: 1,
+		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, started, err := real.StartRun(ctx, got[0], "r2", filepath.Join(t.TempDir(), "r2.log"))
+	require.NoError(t, err)
+	require.True(t, started)
+
+	n, err := newTestSpawner(t, real, &succeeding{}, stateDir).RecordLeftovers(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "r1's outcome is recorded")
+	cur, err := real.Task(ctx, tk.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.StatusWorking, cur.Status, "r2's run goes on")
+	assert.Equal(t, "r2", cur.LeaseOwner)
+	attempts, err := real.Attempts(ctx, tk.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	assert.Equal(t, "failed", attempts[0].Outcome, "r1's attempt is on record")
+}

@@ -261,28 +261,42 @@ func (d *Dispatcher) runClaimed(runCtx context.Context, t task.Task) {
 }
 
 // keepLease renews the task's lease every third of its TTL until ctx ends.
+// When no renewal has succeeded for a whole TTL (the database is out of
+// reach), the lease may have expired and another runner may have rescued
+// and started the task: the run stops rather than become a second writer
+// on the task's branch.
 func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t task.Task) {
 	beat := time.NewTicker(d.cfg.LeaseTTL / 3)
 	defer beat.Stop()
 	bg := context.WithoutCancel(ctx)
+	log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent)
+	renewed := time.Now() // the claim itself
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-beat.C:
 		}
-		held, err := d.store.Heartbeat(bg, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
+		beatCtx, stop := context.WithTimeout(bg, d.cfg.LeaseTTL/3)
+		held, err := d.store.Heartbeat(beatCtx, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
+		stop()
 		if ctx.Err() != nil {
 			return // the run ended meanwhile and gave the lease up itself
 		}
 		if err != nil {
-			d.cfg.Logger.Warn("heartbeat failed, will try again", "task_id", t.ID, "error", err)
+			if time.Since(renewed) >= d.cfg.LeaseTTL {
+				log.Error("lease not renewed for its whole TTL: stopping the agent (the task may run elsewhere now)",
+					"lease_ttl", d.cfg.LeaseTTL.String(), "error", err)
+				cancel(task.ErrLeaseLost)
+				return
+			}
+			log.Warn("heartbeat failed, will try again", "error", err)
 			continue
 		}
 		if held {
+			renewed = time.Now()
 			continue
 		}
-		log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent)
 		if cur, err := d.store.Task(bg, t.ID); err == nil && cur.Status.Terminal() {
 			log.Info("task ended in Gitea while its agent ran: stopping the agent", "status", cur.Status)
 		} else {

@@ -337,3 +337,62 @@ func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
 	}
 	assert.Empty(t, h.ids())
 }
+
+// unreachableHeartbeats is a store whose lease renewals fail (the runner
+// lost the database) while everything else works.
+type unreachableHeartbeats struct {
+	*repository.Store
+	failing atomic.Bool
+}
+
+func (s *unreachableHeartbeats) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
+	if s.failing.Load() {
+		return false, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	}
+	return s.Store.Heartbeat(ctx, id, owner, ttl)
+}
+
+// causeRecorder blocks in Handle until its context ends and remembers why.
+type causeRecorder struct{ cause chan error }
+
+func (c causeRecorder) Handle(ctx context.Context, _ task.Task) {
+	<-ctx.Done()
+	c.cause <- context.Cause(ctx)
+}
+
+// A runner that cannot renew its lease for a whole TTL stops its agent:
+// by then the task may have been rescued and started elsewhere, and two
+// agents must not write to one branch. Failures shorter than the TTL do
+// not stop it.
+func TestRunStopsWhenItsLeaseCannotBeRenewedForAWholeTTL(t *testing.T) {
+	tests := []struct {
+		name     string
+		outage   time.Duration
+		wantStop bool
+	}{
+		{name: "a blip shorter than the lease", outage: 150 * time.Millisecond},
+		{name: "an outage longer than the lease", outage: time.Hour, wantStop: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &unreachableHeartbeats{Store: pgtest.Store(t)}
+			createTask(t, store.Store, repository.NewTask{IssueNumber: 5})
+			h := causeRecorder{cause: make(chan error, 1)}
+			const ttl = 300 * time.Millisecond
+			d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, LeaseTTL: ttl,
+				Agents: []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}}, store, fakeIssues{}, h)
+			store.failing.Store(true)
+			time.AfterFunc(tt.outage, func() { store.failing.Store(false) })
+			stop := run(d)
+			defer stop()
+
+			select {
+			case cause := <-h.cause:
+				require.True(t, tt.wantStop, "stopped after an outage shorter than the lease: %v", cause)
+				assert.ErrorIs(t, cause, task.ErrLeaseLost)
+			case <-time.After(10 * ttl):
+				require.False(t, tt.wantStop, "the run went on without its lease")
+			}
+		})
+	}
+}

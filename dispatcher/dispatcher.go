@@ -23,6 +23,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/notice"
 )
 
 // Handler runs a claimed task (the spawner).
@@ -100,9 +101,11 @@ type Config struct {
 	// DefaultGuardTimeout, 30s): a slow Gitea holds the task instead of
 	// the worker.
 	GuardTimeout time.Duration
-	Logger       *slog.Logger
-	Metrics      *Metrics
-	Now          func() time.Time
+	// Notifier tells the issue when a guardrail fails a task (nil: nobody).
+	Notifier *notice.Notifier
+	Logger   *slog.Logger
+	Metrics  *Metrics
+	Now      func() time.Time
 }
 
 // Dispatcher is the claim loop.
@@ -336,8 +339,11 @@ func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 	fail := func(reason, why string) bool {
 		log.Warn("guardrail: task failed", "guardrail", reason, "reason", why)
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		if _, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why}); err != nil {
+		res, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why})
+		if err != nil {
 			log.Error("task not failed", "error", err)
+		} else if res.Applied {
+			d.cfg.Notifier.TaskFailed(bg, t.ID, why)
 		}
 		return false
 	}

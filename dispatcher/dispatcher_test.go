@@ -15,6 +15,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/notice"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -202,8 +203,10 @@ func TestGuardrails(t *testing.T) {
 				require.NoError(t, err)
 			}
 			h := newRecorder(store, false)
+			comments := &commentLog{}
 			d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, Agents: agents,
-				SpawnsPerIssuePerDay: 3, MaxHops: 4}, store, fakeIssues{open: tt.open}, h)
+				SpawnsPerIssuePerDay: 3, MaxHops: 4, Notifier: notice.New(comments, store, nil)},
+				store, fakeIssues{open: tt.open}, h)
 			stop := run(d)
 			if tt.wantStatus == task.StatusClaimed {
 				assert.Equal(t, tk.ID, receive(t, h.got))
@@ -227,9 +230,33 @@ func TestGuardrails(t *testing.T) {
 			assert.Empty(t, h.ids(), "a guarded task is never handed to the spawner")
 			if tt.wantStatus == task.StatusPending {
 				assert.True(t, got.NotBefore.After(time.Now().Add(20*time.Second)), "it waits before the next claim")
+				assert.Empty(t, comments.all(), "a held task is not announced")
+			} else {
+				posted := comments.all()
+				require.Len(t, posted, 1, "a task failed by a guardrail says so on its issue")
+				assert.Contains(t, posted[0], tt.wantError)
 			}
 		})
 	}
+}
+
+// commentLog is a Gitea that keeps the comments posted to it.
+type commentLog struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (c *commentLog) PostComment(_ context.Context, _ string, _ int, body string) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bodies = append(c.bodies, body)
+	return int64(len(c.bodies)), nil
+}
+
+func (c *commentLog) all() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.bodies...)
 }
 
 // flakyIssues is a Gitea that can be down (every read fails) or slow.

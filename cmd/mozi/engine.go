@@ -105,7 +105,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,
 		LeaseTTL: cfg.Dispatcher.LeaseTTL, PollInterval: cfg.Dispatcher.PollInterval,
 		SpawnsPerIssuePerDay: cfg.Dispatcher.SpawnsPerIssuePerDay, SpawnsPerAgentPerDay: cfg.Dispatcher.SpawnsPerAgentPerDay,
-		MaxHops: cfg.Webhook.MaxMentionHops, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
+		MaxHops: cfg.Webhook.MaxMentionHops, Notifier: notifier, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
 	}, store, en.reader, en.spawner)
 	var (
 		tg        ticker.Gitea

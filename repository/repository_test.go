@@ -454,3 +454,39 @@ func TestOpenDependencies(t *testing.T) {
 	_, err = store.OpenDependencies(ctx, 4242)
 	assert.ErrorIs(t, err, task.ErrNotFound)
 }
+
+// The watchdog fails a stalled task only if it is still stalled when the
+// failure is written: what arrived since it was listed wins.
+func TestFailStalledOnlyFailsWhatIsStillStalled(t *testing.T) {
+	tests := []struct {
+		name    string
+		arrange string // SQL run on the task after it stalled ($1: its id)
+		want    bool
+	}{
+		{name: "still stalled", want: true},
+		{name: "its pull request moved it to review", arrange: `UPDATE task_state SET status = 'review' WHERE id = $1`},
+		{name: "an agent runs it again", arrange: `UPDATE task_state SET lease_owner = 'r2', lease_expires_at = now() + interval '1 minute' WHERE id = $1`},
+		{name: "it moved a moment ago", arrange: `UPDATE task_state SET updated_at = now() WHERE id = $1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, raw := setup(t)
+			tk, err := store.CreateTask(ctx, newTask(8))
+			require.NoError(t, err)
+			_, err = raw.Exec(ctx, `UPDATE task_state SET status = 'working', updated_at = now() - interval '1 hour' WHERE id = $1`, tk.ID)
+			require.NoError(t, err)
+			if tt.arrange != "" {
+				_, err = raw.Exec(ctx, tt.arrange, tk.ID)
+				require.NoError(t, err)
+			}
+
+			res, err := store.FailStalled(ctx, tk.ID, 30*time.Minute, "no pull request, also after a follow-up")
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, res.Applied)
+			got, err := store.Task(ctx, tk.ID)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.Status == task.StatusFailed, "status %s", got.Status)
+		})
+	}
+}

@@ -2,9 +2,11 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/moziplus/mozi/repository/task"
 )
 
@@ -375,6 +377,32 @@ func (s *Store) FollowUp(ctx context.Context, id int64, missing string) (Result,
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("follow up task %d: %w", id, err)
+	}
+	return res, nil
+}
+
+// FailStalled fails task id with why if it is still stalled and quiet for
+// longer than quiet, checked on the locked row in the same transaction:
+// a pull request, review or report that arrived since the watchdog listed
+// it wins over the failure.
+func (s *Store) FailStalled(ctx context.Context, id int64, quiet time.Duration, why string) (Result, error) {
+	var res Result
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var locked int64
+		err := tx.db.QueryRow(ctx, `SELECT t.id FROM task_state t
+			WHERE t.id = $1 AND `+stalledWhere+` AND t.updated_at < now() - $2::interval FOR UPDATE OF t`,
+			id, interval(quiet)).Scan(&locked)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // it moved since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		res, err = tx.Apply(ctx, id, task.EventFail, Change{Error: why})
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("fail stalled task %d: %w", id, err)
 	}
 	return res, nil
 }

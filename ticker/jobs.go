@@ -366,7 +366,7 @@ func (t *Ticker) watchdog(ctx context.Context) (int, error) {
 			continue
 		}
 		why := fmt.Sprintf("the agent's runs ended without %s, also after a follow-up", missingText[st.Missing])
-		res, err := t.store.Apply(ctx, tk.ID, task.EventFail, repository.Change{Error: why})
+		res, err := t.store.FailStalled(ctx, tk.ID, t.cfg.WatchdogQuiet, why)
 		if err != nil {
 			return n, err
 		}

@@ -490,3 +490,24 @@ func TestFailStalledOnlyFailsWhatIsStillStalled(t *testing.T) {
 		})
 	}
 }
+
+// Writers of a task's meta that share no lock never undo each other: a
+// patch leaves every field it does not name as the row has it.
+func TestPatchTaskMetaKeepsWhatItDoesNotName(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	n := newTask(12)
+	n.Meta = task.Meta{Title: "Token bucket", ReportMissed: []string{"Tests"}, Extra: map[string]string{"a": "1"}}
+	tk, err := store.CreateTask(ctx, n)
+	require.NoError(t, err)
+	require.NoError(t, store.PatchTaskMeta(ctx, tk.ID, task.Meta{FollowUp: task.FollowUpReport}))
+
+	require.NoError(t, store.PatchTaskMeta(ctx, tk.ID, task.Meta{Report: map[string]string{"Tests": "added"},
+		CommentID: 77, Extra: map[string]string{"b": "2"}}, task.MetaReportMissing))
+
+	got, err := store.Task(ctx, tk.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.Meta{Title: "Token bucket", Report: map[string]string{"Tests": "added"}, CommentID: 77,
+		FollowUp: task.FollowUpReport, Extra: map[string]string{"a": "1", "b": "2"}}, got.Meta)
+	assert.ErrorIs(t, store.PatchTaskMeta(ctx, 4242, task.Meta{Title: "x"}), task.ErrNotFound)
+}

@@ -253,13 +253,22 @@ func derefTime(v *time.Time) time.Time {
 	return *v
 }
 
-// SetTaskMeta replaces a task's daemon_meta.
-func (q *Queries) SetTaskMeta(ctx context.Context, id int64, m task.Meta) error {
-	meta, err := json.Marshal(m)
+// PatchTaskMeta writes the fields set in patch into a task's daemon_meta
+// and removes the fields named in clear (JSON names), leaving every other
+// field as it is in the row: writers that do not share a lock (webhook
+// rules, the watchdog, failure notices) never undo each other. Extra is
+// merged key by key.
+func (q *Queries) PatchTaskMeta(ctx context.Context, id int64, patch task.Meta, clear ...string) error {
+	doc, err := json.Marshal(patch)
 	if err != nil {
 		return fmt.Errorf("encode meta of task %d: %w", id, err)
 	}
-	tag, err := q.db.Exec(ctx, `UPDATE task_state SET daemon_meta = $2, updated_at = now() WHERE id = $1`, id, meta)
+	tag, err := q.db.Exec(ctx, `UPDATE task_state SET daemon_meta = (daemon_meta - COALESCE($3::text[], '{}')) || ($2::jsonb - 'extra')
+			|| CASE WHEN $2::jsonb ? 'extra'
+			   THEN jsonb_build_object('extra', COALESCE(daemon_meta->'extra', '{}'::jsonb) || ($2::jsonb->'extra'))
+			   ELSE '{}'::jsonb END,
+			updated_at = now()
+		WHERE id = $1`, id, doc, clear)
 	if err != nil {
 		return fmt.Errorf("update meta of task %d: %w", id, err)
 	}

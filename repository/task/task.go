@@ -261,12 +261,16 @@ type Meta struct {
 	TargetURL    string            `json:"target_url,omitempty"`
 	Round        int               `json:"round,omitempty"`
 	Report       map[string]string `json:"report,omitempty"`
-	ReportMissed []string          `json:"report_missing,omitempty"`
+	ReportMissed []string          `json:"report_missing,omitempty"` // JSON name: MetaReportMissing
 	// FollowUp names what the agent's last run left undone (a FollowUp*
 	// constant) when the completion watchdog runs it once more.
 	FollowUp string            `json:"follow_up,omitempty"`
 	Extra    map[string]string `json:"extra,omitempty"`
 }
+
+// MetaReportMissing is Meta.ReportMissed's JSON name, for
+// PatchTaskMeta's clear list.
+const MetaReportMissing = "report_missing"
 
 // Dedupe keys name the object an event is about (issue, pull request,
 // commit and context, round), so two events about two objects never share

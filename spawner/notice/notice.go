@@ -25,7 +25,7 @@ type Commenter interface {
 // Store reads and annotates tasks (repository.Store).
 type Store interface {
 	Task(ctx context.Context, id int64) (task.Task, error)
-	SetTaskMeta(ctx context.Context, id int64, m task.Meta) error
+	PatchTaskMeta(ctx context.Context, id int64, patch task.Meta, clear ...string) error
 }
 
 // metaKey is where the comment's id is kept in the task's meta.
@@ -70,11 +70,7 @@ func (n *Notifier) TaskFailed(ctx context.Context, id int64, reason string) {
 		log.Error("failure comment not posted", "repo", t.Repo, "issue", t.IssueNumber, "error", err)
 		return
 	}
-	if t.Meta.Extra == nil {
-		t.Meta.Extra = map[string]string{}
-	}
-	t.Meta.Extra[metaKey] = fmt.Sprint(commentID)
-	if err := n.store.SetTaskMeta(ctx, t.ID, t.Meta); err != nil {
+	if err := n.store.PatchTaskMeta(ctx, t.ID, task.Meta{Extra: map[string]string{metaKey: fmt.Sprint(commentID)}}); err != nil {
 		log.Error("failure comment id not kept", "error", err)
 	}
 }

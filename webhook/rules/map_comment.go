@@ -86,8 +86,7 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 		if !strings.EqualFold(t.Agent, c.Author) {
 			continue
 		}
-		meta := t.Meta
-		meta.Report, meta.CommentID, meta.ReportMissed = fields, c.ID, nil
+		meta := task.Meta{Report: fields, CommentID: c.ID}
 		if t.IssueNumber == 0 {
 			meta.LinkedIssue = number // later reports on this issue answer it too
 		}
@@ -102,7 +101,11 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 			e.log.Warn("incomplete [Action Report]", "task_id", t.ID, "agent", t.Agent, "missing", meta.ReportMissed)
 			e.m.cfg.Metrics.incompleteReports.WithLabelValues(string(t.ActionType)).Inc()
 		}
-		if err := e.tx.SetTaskMeta(ctx, t.ID, meta); err != nil {
+		var clear []string
+		if len(meta.ReportMissed) == 0 {
+			clear = append(clear, task.MetaReportMissing) // an earlier report's gaps are filled
+		}
+		if err := e.tx.PatchTaskMeta(ctx, t.ID, meta, clear...); err != nil {
 			return err
 		}
 		if t.ActionType.FinishedByReport() {

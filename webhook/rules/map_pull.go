@@ -339,10 +339,8 @@ func (e *eventCtx) updateLiveReview(ctx context.Context, pr task.PullRequest, ac
 	}
 	for _, t := range tasks {
 		if t.ActionType == action && strings.EqualFold(t.Agent, agent) {
-			meta := t.Meta
-			meta.ReviewState, meta.ReviewBody, meta.Reviewer = m.ReviewState, m.ReviewBody, m.Reviewer
-			meta.DeliveryID = e.delivery.ID
-			return e.tx.SetTaskMeta(ctx, t.ID, meta)
+			return e.tx.PatchTaskMeta(ctx, t.ID, task.Meta{ReviewState: m.ReviewState, ReviewBody: m.ReviewBody,
+				Reviewer: m.Reviewer, DeliveryID: e.delivery.ID})
 		}
 	}
 	return nil

@@ -161,6 +161,9 @@ func branch(t task.Task, m task.Meta, brief string) string {
 	if m.HeadBranch != "" && t.ActionType != task.ActionIssueAssigned {
 		return m.HeadBranch
 	}
+	if m.WorkBranch != "" && t.ActionType.OpensPullRequest() {
+		return m.WorkBranch // an earlier run's: the title may have changed since
+	}
 	kind := templates.BranchKind(t.BusinessType)
 	if t.ActionType.RepositoryLevel() {
 		kind = "fix"

@@ -202,3 +202,36 @@ ls %[1]s/trees/acme > seen.txt 2>&1; ls %[1]s/mirrors/acme >> seen.txt 2>&1; ls 
 		assert.FileExists(t, filepath.Join(tree, repo+".txt"))
 	}
 }
+
+// The branch of an assigned issue's work is chosen once: a later run of
+// the task (the watchdog's follow-up, a retry) continues on it even after
+// the issue was retitled, instead of starting a second branch.
+func TestALaterRunStaysOnTheFirstRunsBranch(t *testing.T) {
+	ctx := context.Background()
+	f := newFlow(t)
+	f.git.NewRepo(t, "acme/widget", map[string]string{"widget.txt": "w\n"})
+	cmd, err := ResolveAgent("shell", nil, "true", nil)
+	require.NoError(t, err)
+	agents := map[string]Agent{"coder1": {Login: "coder1", Argv: cmd.Argv, Home: filepath.Join(f.state, "agents", "coder1", "home"),
+		Worktree: true, Sandboxed: true, Timeout: time.Minute}}
+	sp := f.spawner(agents, map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"})
+	first := f.claim(t, "acme/widget", 3, "Rate limiter", "coder1")
+	sp.Handle(ctx, first)
+	tree := f.ws.TreePath("acme/widget", first.ID)
+	require.Equal(t, "fix/3-rate-limiter", workspacetest.Git(t, tree, "rev-parse", "--abbrev-ref", "HEAD"))
+
+	require.NoError(t, f.store.PatchTaskMeta(ctx, first.ID, task.Meta{Title: "Token bucket middleware"}))
+	res, err := f.store.FollowUp(ctx, first.ID, task.FollowUpPullRequest)
+	require.NoError(t, err)
+	require.True(t, res.Applied, "the finished run left the task working without a lease")
+	again, err := f.store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: time.Minute,
+		Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 4}}})
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	sp.Handle(ctx, again[0])
+
+	got, err := f.store.Task(ctx, first.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "fix/3-rate-limiter", got.Meta.WorkBranch)
+	assert.Equal(t, "fix/3-rate-limiter", workspacetest.Git(t, f.ws.TreePath("acme/widget", first.ID), "rev-parse", "--abbrev-ref", "HEAD"))
+}

@@ -28,6 +28,7 @@ type Store interface {
 	Apply(ctx context.Context, id int64, ev task.Event, c repository.Change) (repository.Result, error)
 	StartRun(ctx context.Context, t task.Task, owner, logPath string) (task.Attempt, bool, error)
 	FinishRun(ctx context.Context, e repository.RunEnd) (repository.Result, error)
+	PatchTaskMeta(ctx context.Context, id int64, patch task.Meta, clear ...string) error
 }
 
 // Runner runs one process (ProcessRunner; tests use fakes).
@@ -171,6 +172,7 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 		return
 	}
 	defer r.cleanup()
+	s.keepWorkBranch(bg, log, t, r)
 	p, err := s.prompts.Build(in)
 	if err != nil {
 		s.failNow(bg, log, t, "prompt: "+err.Error())
@@ -311,6 +313,20 @@ func (s *Spawner) prepare(ctx context.Context, t task.Task, a Agent, in *prompts
 		}
 	}
 	return r, nil
+}
+
+// keepWorkBranch records the branch a task's own work went on the first
+// time it is prepared, so that later runs (retries, the watchdog's
+// follow-up) continue on it even if the issue is retitled or relabelled
+// meanwhile (the branch name derives from both). Failing to record it only
+// costs that guarantee.
+func (s *Spawner) keepWorkBranch(ctx context.Context, log *slog.Logger, t task.Task, r *prepared) {
+	if r.branch == "" || !t.ActionType.OpensPullRequest() || t.Meta.WorkBranch == r.branch {
+		return
+	}
+	if err := s.store.PatchTaskMeta(ctx, t.ID, task.Meta{WorkBranch: r.branch}); err != nil {
+		log.Warn("work branch not recorded: a retry derives it from the issue again", "branch", r.branch, "error", err)
+	}
 }
 
 // mkdirForAgent creates a directory the agent's user owns (mozi's parts

@@ -264,8 +264,11 @@ type Meta struct {
 	ReportMissed []string          `json:"report_missing,omitempty"` // JSON name: MetaReportMissing
 	// FollowUp names what the agent's last run left undone (a FollowUp*
 	// constant) when the completion watchdog runs it once more.
-	FollowUp string            `json:"follow_up,omitempty"`
-	Extra    map[string]string `json:"extra,omitempty"`
+	FollowUp string `json:"follow_up,omitempty"`
+	// WorkBranch is the branch the task's own work went on, recorded when
+	// its first run was prepared: later runs keep it.
+	WorkBranch string            `json:"work_branch,omitempty"`
+	Extra      map[string]string `json:"extra,omitempty"`
 }
 
 // MetaReportMissing is Meta.ReportMissed's JSON name, for

@@ -690,8 +690,19 @@ func (c *Config) validateServer(p *problems) {
 func (c *Config) validateGitea(p *problems) {
 	if c.Gitea.URL != "" {
 		u, err := url.Parse(c.Gitea.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		switch {
+		case err == nil && u.User != nil:
+			// Not echoed: the URL holds a secret.
+			p.add("gitea.url", "holds credentials (user:password@): give mozi its token in MOZI_GITEA_TOKEN, not in the URL (agents see the URL)")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			p.add("gitea.url", "%q is not an http(s) URL", c.Gitea.URL)
+		}
+	}
+	if r := c.Workspace.Remote; r != "" {
+		if u, err := url.Parse(r); err == nil && u.User != nil && u.Scheme != "ssh" {
+			p.add("workspace.remote", "holds credentials (user:password@): mozi and the agents authenticate with their Gitea tokens; the URL is visible to agents")
+		} else if !strings.Contains(r, "{repo}") {
+			p.add("workspace.remote", "%q has no {repo} (owner/name) in it", r)
 		}
 	}
 	for i, r := range c.Gitea.Repos {

@@ -115,6 +115,21 @@ func TestLoadErrorsNameFileLineAndKey(t *testing.T) {
 			want: `mozi.yaml:5: agents[0].workdir: agent a works in a worktree per task (workspace: auto): workdir is for workspace: none`,
 		},
 		{
+			name: "credentials in gitea.url are refused, not echoed",
+			body: "gitea:\n  url: https://mozi:hunter2-secret@gitea.example\n",
+			want: `mozi.yaml:2: gitea.url: holds credentials (user:password@): give mozi its token in MOZI_GITEA_TOKEN, not in the URL (agents see the URL)`,
+		},
+		{
+			name: "credentials in workspace.remote",
+			body: "workspace:\n  remote: https://bot:hunter2-secret@gitea.example/{repo}.git\n",
+			want: `mozi.yaml:2: workspace.remote: holds credentials (user:password@): mozi and the agents authenticate with their Gitea tokens; the URL is visible to agents`,
+		},
+		{
+			name: "workspace.remote without the repository",
+			body: "workspace:\n  remote: https://gitea.example/acme/widget.git\n",
+			want: `mozi.yaml:2: workspace.remote: "https://gitea.example/acme/widget.git" has no {repo} (owner/name) in it`,
+		},
+		{
 			name: "unknown sandbox",
 			body: "agents:\n  - {login: a, preset: codex, sandbox: docker}\n",
 			want: `mozi.yaml:2: agents[0].sandbox: "docker" is not bwrap or none`,

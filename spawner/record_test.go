@@ -207,3 +207,30 @@ func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	require.Len(t, attempts, 2)
 	assert.Equal(t, "failed", attempts[0].Outcome, "r1's attempt is on record")
 }
+
+// startFails is a store whose StartRun does not answer (the database
+// blinked as the agent was about to start).
+type startFails struct{ *repository.Store }
+
+func (startFails) StartRun(context.Context, task.Task, string, string) (task.Attempt, bool, error) {
+	return task.Attempt{}, false, errDatabaseAway
+}
+
+// A claim whose run could not be started is given back at once, as a hold:
+// not left to expire and counted as a dispatch.
+func TestARunThatCouldNotStartGivesItsClaimBack(t *testing.T) {
+	ctx := context.Background()
+	real := pgtest.Store(t)
+	tk := claimed(t, real)
+	runner := &succeeding{}
+	newTestSpawner(t, startFails{real}, runner, t.TempDir()).Handle(ctx, tk)
+
+	got, err := real.Task(ctx, tk.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.StatusPending, got.Status)
+	assert.Empty(t, got.LeaseOwner)
+	assert.Equal(t, 0, got.DispatchCount, "the claim was given back")
+	assert.Equal(t, 1, got.Holds)
+	assert.Contains(t, got.LastError, "not started: dial unix")
+	assert.Zero(t, runner.runs.Load())
+}

@@ -180,8 +180,14 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 	}
 	logPath := filepath.Join(s.cfg.StateDir, "logs", safeName(t.Repo), fmt.Sprintf("%d-%d.log", t.ID, t.DispatchCount))
 	attempt, started, err := s.store.StartRun(bg, t, s.cfg.Owner, logPath)
-	if err != nil || !started {
-		log.Info("task moved before its agent started: not spawning", "error", err)
+	if err != nil {
+		// The database did not answer: give the claim back (it was not a
+		// run) rather than leave it to expire and count as a dispatch.
+		s.hold(bg, log, t, "not started: "+err.Error())
+		return
+	}
+	if !started {
+		log.Info("task moved before its agent started: not spawning")
 		return
 	}
 	cmd, err := s.command(agent, t, r, p.Text, env)

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -203,7 +204,7 @@ func (t *Ticker) Run(ctx context.Context) {
 		leading = ok
 		t.cfg.Metrics.leader.Set(boolFloat(leading))
 		if leading {
-			t.Tick(ctx)
+			leading = t.tickWhileLeading(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -217,6 +218,48 @@ func (t *Ticker) Run(ctx context.Context) {
 		case <-beat.C:
 		}
 	}
+}
+
+// tickWhileLeading runs the due jobs while renewing the leader lease
+// every third of its TTL: jobs against a slow Gitea can outlast the lease,
+// and two leaders would run the same jobs at once. When the lease is lost
+// (or cannot be renewed for a whole TTL) the jobs' context is cancelled.
+// It reports whether this runner still leads.
+func (t *Ticker) tickWhileLeading(ctx context.Context) bool {
+	jobCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var lost atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		beat := time.NewTicker(t.cfg.LeaderTTL / 3)
+		defer beat.Stop()
+		renewed := time.Now()
+		for {
+			select {
+			case <-jobCtx.Done():
+				return
+			case <-beat.C:
+			}
+			ok, err := t.store.AcquireLeadership(jobCtx, "ticker", t.cfg.Owner, t.cfg.LeaderTTL)
+			switch {
+			case jobCtx.Err() != nil:
+				return
+			case err == nil && ok:
+				renewed = time.Now()
+				continue
+			case err == nil || time.Since(renewed) >= t.cfg.LeaderTTL:
+				t.cfg.Logger.Warn("ticker leadership lost while its jobs ran: stopping them", "error", err)
+				lost.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	t.Tick(jobCtx)
+	cancel()
+	<-done
+	return !lost.Load()
 }
 
 // Tick runs every job that is due now.

@@ -533,3 +533,48 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 	require.Eventually(t, func() bool { return len(claim()) == 1 }, 10*time.Second, 100*time.Millisecond,
 		"the breaker closes by itself after its cooldown")
 }
+
+// blockingGitea answers nothing until the asking job's context ends, and
+// says whether it ended.
+type blockingGitea struct {
+	*fakeGitea
+	asked     chan struct{}
+	cancelled chan struct{}
+}
+
+func (b *blockingGitea) FetchIssue(ctx context.Context, _ string, _ int) (task.Issue, error) {
+	close(b.asked)
+	<-ctx.Done()
+	close(b.cancelled)
+	return task.Issue{}, ctx.Err()
+}
+
+// A leader whose lease is taken over while a job waits on a slow Gitea
+// stops that job: two tickers never run the same jobs at once.
+func TestLeadershipLostMidJobStopsTheJob(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("007", "009") // a live task on #3, whose copy the reconcile job re-reads
+	slow := &blockingGitea{fakeGitea: w.gitea, asked: make(chan struct{}), cancelled: make(chan struct{})}
+	tk := ticker.New(ticker.Config{Owner: "test", LeaderTTL: 300 * time.Millisecond, ReconcileAge: time.Nanosecond},
+		w.store, slow)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { tk.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	select {
+	case <-slow.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reconcile job never asked Gitea")
+	}
+	require.NoError(t, w.store.ReleaseLeadership(ctx, "ticker", "test"))
+	took, err := w.store.AcquireLeadership(ctx, "ticker", "other", time.Hour)
+	require.NoError(t, err)
+	require.True(t, took)
+	select {
+	case <-slow.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job went on after its runner lost the leadership")
+	}
+}

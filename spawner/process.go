@@ -177,6 +177,13 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 	switch {
 	case waitErr == nil:
 		res.ExitCode, res.Outcome = 0, OutcomeSucceeded
+	case errors.Is(waitErr, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
+		// The agent exited 0 but something it started in the background
+		// (npm run dev &, nohup …) still held its output after the grace
+		// period. The agent's work is done: the group kill above took the
+		// leftover with it, and the output read until then is kept.
+		res.ExitCode, res.Outcome = 0, OutcomeSucceeded
+		fmt.Fprintf(logFile, "\nmozi: exited 0; a process it left running still held its output %s later and was killed\n", grace)
 	case errors.As(waitErr, &exitErr):
 		res.ExitCode, res.Outcome = exitErr.ExitCode(), OutcomeFailed
 		res.Err = "exited with status " + fmt.Sprint(exitErr.ExitCode())

@@ -155,3 +155,39 @@ func TestEnvironmentIsMinimal(t *testing.T) {
 	assert.NotContains(t, got, "MOZI_DATABASE_URL")
 	assert.NotContains(t, got, "MOZI_WEBHOOK_SECRET")
 }
+
+// An agent that exits 0 while a background child (npm run dev &, nohup …)
+// still holds its output succeeded: the child is killed with its group,
+// and what the agent wrote is kept.
+func TestBackgroundChildHoldingOutput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		script string
+	}{
+		{"background child", "sleep 30 &"},
+		{"background child ignoring SIGTERM", "(trap '' TERM; sleep 30) &"},
+		{"nohup", "nohup sleep 30 &"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			pidFile := filepath.Join(dir, "pid")
+			r := run(t, Command{Argv: sh(tt.script + " echo $$ > " + pidFile + "; echo done; exit 0"), Dir: dir,
+				Timeout: time.Minute}, context.Background())
+			assert.Equal(t, OutcomeSucceeded, r.Outcome, r.Err)
+			assert.Equal(t, 0, r.ExitCode)
+			assert.Empty(t, r.Err)
+			assert.Equal(t, "done\n", r.Tail)
+
+			data, err := os.ReadFile(pidFile)
+			require.NoError(t, err)
+			var pgid int
+			_, err = fmtSscan(strings.TrimSpace(string(data)), &pgid)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return GroupGone(pgid) }, 5*time.Second, 20*time.Millisecond,
+				"the child the agent left behind survived it")
+		})
+	}
+}

@@ -118,7 +118,8 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 
 	tail := newTail(tailBytes)
 	usage := newUsageMeter(c.Usage, c.MaxCostUSD, c.MaxTokens)
-	out := &lockedWriter{w: io.MultiWriter(logFile, tail, usage)}
+	logw := &logWriter{f: logFile}
+	out := &lockedWriter{w: io.MultiWriter(logw, tail, usage)}
 
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
@@ -169,31 +170,43 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 	res.Duration = time.Since(start)
 	res.Tail = tail.String()
 	res.TokensIn, res.TokensOut, res.CostUSD = usage.totals()
-	if res.Outcome != "" {
-		fmt.Fprintf(logFile, "\nmozi: %s\n", res.Err)
-		return res
+	if res.Outcome == "" {
+		res.ExitCode, res.Outcome, res.Err = exitStatus(cmd, waitErr)
+		if errors.Is(waitErr, exec.ErrWaitDelay) && res.Outcome == OutcomeSucceeded {
+			fmt.Fprintf(logw, "\nmozi: exited 0; a process it left running still held its output %s later and was killed\n", grace)
+		}
 	}
+	if err := logw.err(); err != nil {
+		// The agent's outcome stands; the attempt says what its log lacks.
+		res.Err = strings.TrimPrefix(res.Err+"; log incomplete: "+err.Error(), "; ")
+	}
+	if res.Err != "" {
+		fmt.Fprintf(logw, "\nmozi: %s\n", res.Err)
+	}
+	return res
+}
+
+// exitStatus is the outcome of a process that ended by itself.
+func exitStatus(cmd *exec.Cmd, waitErr error) (code int, outcome, why string) {
 	var exitErr *exec.ExitError
 	switch {
 	case waitErr == nil:
-		res.ExitCode, res.Outcome = 0, OutcomeSucceeded
+		return 0, OutcomeSucceeded, ""
 	case errors.Is(waitErr, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
 		// The agent exited 0 but something it started in the background
 		// (npm run dev &, nohup …) still held its output after the grace
-		// period. The agent's work is done: the group kill above took the
+		// period. The agent's work is done: the group kill took the
 		// leftover with it, and the output read until then is kept.
-		res.ExitCode, res.Outcome = 0, OutcomeSucceeded
-		fmt.Fprintf(logFile, "\nmozi: exited 0; a process it left running still held its output %s later and was killed\n", grace)
+		return 0, OutcomeSucceeded, ""
 	case errors.As(waitErr, &exitErr):
-		res.ExitCode, res.Outcome = exitErr.ExitCode(), OutcomeFailed
-		res.Err = "exited with status " + fmt.Sprint(exitErr.ExitCode())
+		why = "exited with status " + fmt.Sprint(exitErr.ExitCode())
 		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Err = "killed by signal " + ws.Signal().String()
+			why = "killed by signal " + ws.Signal().String()
 		}
+		return exitErr.ExitCode(), OutcomeFailed, why
 	default:
-		res.Outcome, res.Err = OutcomeFailed, waitErr.Error()
+		return -1, OutcomeFailed, waitErr.Error()
 	}
-	return res
 }
 
 // killGroup asks the whole process group to stop, then forces it.
@@ -233,6 +246,25 @@ func GroupGone(pgid int) bool {
 	}
 	return true
 }
+
+// logWriter writes the attempt's log and never fails: a log that cannot be
+// written (disk full) must not end the copy of the agent's output, which
+// would kill the agent with SIGPIPE and blind the tail and the usage
+// meter. Every write is still tried, so the log has what could be written;
+// the first error is kept for the attempt.
+type logWriter struct {
+	f     io.Writer
+	first error
+}
+
+func (l *logWriter) Write(p []byte) (int, error) {
+	if _, err := l.f.Write(p); err != nil && l.first == nil {
+		l.first = err
+	}
+	return len(p), nil
+}
+
+func (l *logWriter) err() error { return l.first }
 
 type lockedWriter struct {
 	mu sync.Mutex

@@ -191,3 +191,41 @@ func TestBackgroundChildHoldingOutput(t *testing.T) {
 		})
 	}
 }
+
+// A log that cannot be written (disk full) costs the log, not the run: the
+// agent keeps its output pipe, the tail and the usage meter are still fed,
+// the outcome is the agent's and says the log is incomplete.
+func TestUnwritableLog(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full here")
+	}
+	lots := "for i in $(seq 1 20000); do echo line $i; done; echo last; "
+	usage := `echo 'MOZI_USAGE {"tokens_in":5,"tokens_out":2}'; `
+	tests := []struct {
+		name    string
+		cmd     Command
+		outcome string
+		exit    int
+		errPart string
+		tokens  int64
+	}{
+		{"success", Command{Argv: sh(lots + usage)}, OutcomeSucceeded, 0, "", 7},
+		{"failure", Command{Argv: sh(lots + usage + "exit 3")}, OutcomeFailed, 3, "exited with status 3; ", 7},
+		{"budget", Command{Argv: sh(lots + usage + "sleep 30"), MaxTokens: 6}, OutcomeBudget, -1, "killed: 7 tokens over its 6 budget; ", 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.cmd.LogPath = "/dev/full"
+			r := run(t, tt.cmd, context.Background())
+			assert.Equal(t, tt.outcome, r.Outcome, r.Err)
+			assert.Equal(t, tt.exit, r.ExitCode)
+			assert.True(t, strings.HasPrefix(r.Err, tt.errPart), r.Err)
+			assert.Contains(t, r.Err, "log incomplete: write /dev/full: no space left on device")
+			assert.Equal(t, 1, strings.Count(r.Err, "log incomplete"), "the error is reported once")
+			assert.Equal(t, tt.tokens, r.TokensIn+r.TokensOut)
+			assert.Contains(t, r.Tail, "line 20000\nlast\nMOZI_USAGE")
+		})
+	}
+}

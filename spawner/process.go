@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,11 @@ type Command struct {
 	// Credential runs the process as another user (the agents' user when
 	// mozi is root); nil: as mozi.
 	Credential *syscall.Credential
+	// Secrets are values the agent may print (its API keys, say) that must
+	// not reach its log or the attempt's tail, which mozi task show and the
+	// next prompt display: they read [redacted] there. The agent's Gitea
+	// token, GITEA_TOKEN in Env, always is one.
+	Secrets []string
 }
 
 // Result is how a process ended.
@@ -119,7 +125,14 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 	tail := newTail(tailBytes)
 	usage := newUsageMeter(c.Usage, c.MaxCostUSD, c.MaxTokens)
 	logw := &logWriter{f: logFile}
-	out := &lockedWriter{w: io.MultiWriter(logw, tail, usage)}
+	secrets := c.Secrets
+	for _, kv := range c.Env {
+		if tok, ok := strings.CutPrefix(kv, "GITEA_TOKEN="); ok {
+			secrets = append(slices.Clip(secrets), tok)
+		}
+	}
+	redact := newRedactor(io.MultiWriter(logw, tail, usage), secrets)
+	out := &lockedWriter{w: redact}
 
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir, cmd.Env = c.Dir, c.Env
@@ -166,6 +179,11 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 	}
 	// Whatever ended the leader, take its group with it.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	// Wait is back: nothing writes any more, what was held back as the
+	// possible start of a secret can go.
+	out.mu.Lock()
+	redact.Flush()
+	out.mu.Unlock()
 
 	res.Duration = time.Since(start)
 	res.Tail = tail.String()
@@ -275,6 +293,101 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// redacted replaces a secret in the output.
+const redacted = "[redacted]"
+
+// minSecret is the shortest value redacted: a shorter one protects nothing
+// and would blank out ordinary output.
+const minSecret = 4
+
+// redactor replaces secrets in a stream with [redacted]. A write may end
+// in the middle of a secret (the pipe hands the output over in arbitrary
+// pieces), so what could be the start of one is held back until the next
+// write, or Flush, decides.
+type redactor struct {
+	w       io.Writer
+	secrets [][]byte
+	longest int
+	pending []byte
+}
+
+func newRedactor(w io.Writer, secrets []string) *redactor {
+	r := &redactor{w: w}
+	for _, s := range secrets {
+		if len(s) >= minSecret {
+			r.secrets = append(r.secrets, []byte(s))
+			r.longest = max(r.longest, len(s))
+		}
+	}
+	return r
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	if len(r.secrets) == 0 {
+		return r.w.Write(p)
+	}
+	r.pending = append(r.pending, p...)
+	r.redact(false)
+	return len(p), nil
+}
+
+// Flush writes what was held back; the stream is over.
+func (r *redactor) Flush() { r.redact(true) }
+
+func (r *redactor) redact(final bool) {
+	buf := r.pending
+	var out []byte
+	for len(buf) > 0 {
+		at, n := r.match(buf)
+		if !final {
+			if h := r.partial(buf); h >= 0 && h <= at {
+				// buf[h:] may still become a secret (a longer one than
+				// what matches at h, maybe): wait for more.
+				out = append(out, buf[:h]...)
+				buf = buf[h:]
+				break
+			}
+		}
+		out = append(out, buf[:at]...)
+		if n == 0 {
+			buf = buf[at:]
+			break
+		}
+		out = append(out, redacted...)
+		buf = buf[at+n:]
+	}
+	r.pending = append(r.pending[:0], buf...)
+	if len(out) > 0 {
+		_, _ = r.w.Write(out)
+	}
+}
+
+// match finds the first secret in buf, the longest one where several
+// start at the same place: where it is and its length (len(buf), 0: none).
+func (r *redactor) match(buf []byte) (at, n int) {
+	at = len(buf)
+	for _, s := range r.secrets {
+		i := bytes.Index(buf[:min(len(buf), at+len(s))], s)
+		if i >= 0 && (i < at || i == at && len(s) > n) {
+			at, n = i, len(s)
+		}
+	}
+	return at, n
+}
+
+// partial is where the earliest end of buf that is the beginning of a
+// secret (but not all of it) starts; -1: nowhere.
+func (r *redactor) partial(buf []byte) int {
+	for i := max(0, len(buf)-r.longest+1); i < len(buf); i++ {
+		for _, s := range r.secrets {
+			if len(s) > len(buf)-i && bytes.HasPrefix(s, buf[i:]) {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // tail keeps the last n bytes written.

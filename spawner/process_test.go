@@ -229,3 +229,70 @@ func TestUnwritableLog(t *testing.T) {
 		})
 	}
 }
+
+// What an agent prints of its own secrets (env, curl -v) is redacted in the
+// attempt's tail and log, a secret split across writes too.
+func TestSecretsAreRedacted(t *testing.T) {
+	t.Parallel()
+	const token, key = "gitea-token-0123456789abcdef", "sk-ant-secret-key"
+	tests := []struct {
+		name   string
+		script string
+		want   string
+	}{
+		{"env", "env | grep -E '^(GITEA_TOKEN|CODER1_GITEA_TOKEN|ANTHROPIC_API_KEY)=' | sort",
+			"ANTHROPIC_API_KEY=[redacted]\nCODER1_GITEA_TOKEN=[redacted]\nGITEA_TOKEN=[redacted]\n"},
+		{"split across writes", "printf 'Authorization: token gitea-tok'; sleep 0.2; printf 'en-0123456789abcdef\\n' >&2",
+			"Authorization: token [redacted]\n"},
+		{"a prefix at the end is kept", "printf 'x gitea-token'", "x gitea-token"},
+		{"twice in a row", "printf '%s%s\\n' \"$GITEA_TOKEN\" \"$ANTHROPIC_API_KEY\"", "[redacted][redacted]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			logPath := filepath.Join(t.TempDir(), "run.log")
+			r := run(t, Command{Argv: sh(tt.script), LogPath: logPath, Secrets: []string{key, ""},
+				Env: []string{"PATH=/usr/bin:/bin", "GITEA_TOKEN=" + token, "CODER1_GITEA_TOKEN=" + token, "ANTHROPIC_API_KEY=" + key}},
+				context.Background())
+			require.Equal(t, OutcomeSucceeded, r.Outcome, r.Err)
+			assert.Equal(t, tt.want, r.Tail)
+			data, err := os.ReadFile(logPath)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, string(data))
+		})
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		secrets []string
+		writes  []string
+		want    string
+	}{
+		{"no secrets", nil, []string{"a", "b"}, "ab"},
+		{"whole", []string{"hunter22"}, []string{"pw=hunter22\n"}, "pw=[redacted]\n"},
+		{"split in three", []string{"hunter22"}, []string{"pw=hun", "te", "r22 ok"}, "pw=[redacted] ok"},
+		{"byte by byte", []string{"hunter22"}, strings.Split("a hunter22 b", ""), "a [redacted] b"},
+		{"false start", []string{"hunter22"}, []string{"hunt", "hunter", "22"}, "hunt[redacted]"},
+		{"prefix left at the end", []string{"hunter22"}, []string{"x hunter2"}, "x hunter2"},
+		{"overlapping secrets", []string{"abcd1234", "1234wxyz"}, []string{"abcd1234wxyz"}, "[redacted]wxyz"},
+		{"longest first", []string{"abcd", "abcdefgh"}, []string{"abcdefgh abcd"}, "[redacted] [redacted]"},
+		{"too short to redact", []string{"", "ab"}, []string{"abc"}, "abc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			w := newRedactor(&out, tt.secrets)
+			for _, s := range tt.writes {
+				n, err := w.Write([]byte(s))
+				require.NoError(t, err)
+				require.Equal(t, len(s), n)
+			}
+			w.Flush()
+			assert.Equal(t, tt.want, out.String())
+		})
+	}
+}

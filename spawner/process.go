@@ -229,7 +229,7 @@ func exitStatus(cmd *exec.Cmd, waitErr error) (code int, outcome, why string) {
 
 // killGroup asks the whole process group to stop, then forces it.
 func killGroup(pgid int, done <-chan error, grace time.Duration) error {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	terminate(pgid)
 	select {
 	case err := <-done:
 		return err
@@ -237,6 +237,150 @@ func killGroup(pgid int, done <-chan error, grace time.Duration) error {
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	return <-done
+}
+
+// terminate sends SIGTERM to the run whose group is pgid. Usually that is
+// the group. A sandboxed run's group is only bwrap, though: the agent lives
+// under it in a PID namespace (and a session) of its own. bwrap dies of a
+// SIGTERM and the kernel then SIGKILLs its whole namespace, so the agent
+// would never get its grace period (a git commit cut off that way leaves
+// index.lock in the reused worktree). So every process inside the
+// namespace gets the SIGTERM itself — mozi sees them all in its /proc as
+// descendants of bwrap, setsid ones included — and bwrap none: it goes
+// with the group's SIGKILL after the grace period, or by itself when the
+// agent it runs exits. A shim inside the sandbox forwarding the signal
+// would need a binary of mozi's in every sandbox and still reach only its
+// own child's group.
+func terminate(pgid int) {
+	procs, err := readProcs()
+	if err != nil {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		return
+	}
+	launchers, inside := sandboxed(procs, pgid)
+	if len(launchers) == 0 {
+		// One signal to the group: nothing it forks meanwhile escapes.
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		return
+	}
+	for pid, p := range procs {
+		if p.pgrp == pgid && !launchers[pid] {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}
+	for _, pid := range inside {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+}
+
+// proc is what terminate needs of a process in /proc.
+type proc struct {
+	ppid, pgrp int
+	// depth is how many PID namespaces it is in (NSpid); nsPid its pid in
+	// the innermost one.
+	depth, nsPid int
+}
+
+// readProcs reads every process of mozi's PID namespace, and its own as
+// pid 0 (for its depth).
+func readProcs() (map[int]proc, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	self, err := readProc("self")
+	if err != nil {
+		return nil, err
+	}
+	procs := map[int]proc{0: self}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, err := readProc(e.Name()); err == nil {
+			procs[pid] = p
+		}
+	}
+	return procs, nil
+}
+
+func readProc(name string) (proc, error) {
+	var p proc
+	stat, err := os.ReadFile(filepath.Join("/proc", name, "stat"))
+	if err != nil {
+		return p, fmt.Errorf("read process: %w", err)
+	}
+	// pid (comm) state ppid pgrp …; comm may contain spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return p, fmt.Errorf("process %s: unexpected stat %q", name, stat)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 3 {
+		return p, fmt.Errorf("process %s: unexpected stat %q", name, stat)
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return p, fmt.Errorf("process %s is dead", name)
+	}
+	p.ppid, _ = strconv.Atoi(fields[1])
+	p.pgrp, _ = strconv.Atoi(fields[2])
+	status, err := os.ReadFile(filepath.Join("/proc", name, "status"))
+	if err != nil {
+		return p, fmt.Errorf("read process: %w", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			ids := strings.Fields(rest)
+			p.depth = len(ids)
+			if len(ids) > 0 {
+				p.nsPid, _ = strconv.Atoi(ids[len(ids)-1])
+			}
+		}
+	}
+	return p, nil
+}
+
+// sandboxed finds the sandboxes among the descendants of leader:
+// launchers are processes of mozi's PID namespace whose child is the init
+// of a namespace of its own (bwrap), inside the processes below them, in
+// that namespace or deeper, except the namespaces' inits (bwrap's, which
+// has no handler for SIGTERM: the kernel drops it anyway).
+func sandboxed(procs map[int]proc, leader int) (launchers map[int]bool, inside []int) {
+	own := procs[0].depth
+	if own == 0 {
+		return nil, nil // a kernel without NSpid: no way to tell
+	}
+	children := map[int][]int{}
+	for pid, p := range procs {
+		if pid != 0 {
+			children[p.ppid] = append(children[p.ppid], pid)
+		}
+	}
+	launchers = map[int]bool{}
+	seen := map[int]bool{}
+	var walk func(pid int)
+	walk = func(pid int) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
+		p := procs[pid]
+		for _, c := range children[pid] {
+			cp := procs[c]
+			switch {
+			case cp.depth > own && cp.nsPid == 1 && p.depth == own:
+				launchers[pid] = true
+			case cp.depth > own && cp.nsPid != 1:
+				inside = append(inside, c)
+			}
+			walk(c)
+		}
+	}
+	if _, ok := procs[leader]; ok {
+		walk(leader)
+	}
+	return launchers, inside
 }
 
 // GroupGone reports whether no live process of the group is left (a

@@ -155,3 +155,184 @@ func TestEnvironmentIsMinimal(t *testing.T) {
 	assert.NotContains(t, got, "MOZI_DATABASE_URL")
 	assert.NotContains(t, got, "MOZI_WEBHOOK_SECRET")
 }
+
+// An agent that exits 0 while a background child (npm run dev &, nohup …)
+// still holds its output succeeded: the child is killed with its group,
+// and what the agent wrote is kept.
+func TestBackgroundChildHoldingOutput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		script string
+	}{
+		{"background child", "sleep 30 &"},
+		{"background child ignoring SIGTERM", "(trap '' TERM; sleep 30) &"},
+		{"nohup", "nohup sleep 30 &"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			pidFile := filepath.Join(dir, "pid")
+			r := run(t, Command{Argv: sh(tt.script + " echo $$ > " + pidFile + "; echo done; exit 0"), Dir: dir,
+				Timeout: time.Minute}, context.Background())
+			assert.Equal(t, OutcomeSucceeded, r.Outcome, r.Err)
+			assert.Equal(t, 0, r.ExitCode)
+			assert.Empty(t, r.Err)
+			assert.Equal(t, "done\n", r.Tail)
+
+			data, err := os.ReadFile(pidFile)
+			require.NoError(t, err)
+			var pgid int
+			_, err = fmtSscan(strings.TrimSpace(string(data)), &pgid)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return GroupGone(pgid) }, 5*time.Second, 20*time.Millisecond,
+				"the child the agent left behind survived it")
+		})
+	}
+}
+
+// A log that cannot be written (disk full) costs the log, not the run: the
+// agent keeps its output pipe, the tail and the usage meter are still fed,
+// the outcome is the agent's and says the log is incomplete.
+func TestUnwritableLog(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full here")
+	}
+	lots := "for i in $(seq 1 20000); do echo line $i; done; echo last; "
+	usage := `echo 'MOZI_USAGE {"tokens_in":5,"tokens_out":2}'; `
+	tests := []struct {
+		name    string
+		cmd     Command
+		outcome string
+		exit    int
+		errPart string
+		tokens  int64
+	}{
+		{"success", Command{Argv: sh(lots + usage)}, OutcomeSucceeded, 0, "", 7},
+		{"failure", Command{Argv: sh(lots + usage + "exit 3")}, OutcomeFailed, 3, "exited with status 3; ", 7},
+		{"budget", Command{Argv: sh(lots + usage + "sleep 30"), MaxTokens: 6}, OutcomeBudget, -1, "killed: 7 tokens over its 6 budget; ", 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.cmd.LogPath = "/dev/full"
+			r := run(t, tt.cmd, context.Background())
+			assert.Equal(t, tt.outcome, r.Outcome, r.Err)
+			assert.Equal(t, tt.exit, r.ExitCode)
+			assert.True(t, strings.HasPrefix(r.Err, tt.errPart), r.Err)
+			assert.Contains(t, r.Err, "log incomplete: write /dev/full: no space left on device")
+			assert.Equal(t, 1, strings.Count(r.Err, "log incomplete"), "the error is reported once")
+			assert.Equal(t, tt.tokens, r.TokensIn+r.TokensOut)
+			assert.Contains(t, r.Tail, "line 20000\nlast\nMOZI_USAGE")
+		})
+	}
+}
+
+// What an agent prints of its own secrets (env, curl -v) is redacted in the
+// attempt's tail and log, a secret split across writes too.
+func TestSecretsAreRedacted(t *testing.T) {
+	t.Parallel()
+	const token, key = "gitea-token-0123456789abcdef", "sk-ant-secret-key"
+	tests := []struct {
+		name   string
+		script string
+		want   string
+	}{
+		{"env", "env | grep -E '^(GITEA_TOKEN|CODER1_GITEA_TOKEN|ANTHROPIC_API_KEY)=' | sort",
+			"ANTHROPIC_API_KEY=[redacted]\nCODER1_GITEA_TOKEN=[redacted]\nGITEA_TOKEN=[redacted]\n"},
+		{"split across writes", "printf 'Authorization: token gitea-tok'; sleep 0.2; printf 'en-0123456789abcdef\\n' >&2",
+			"Authorization: token [redacted]\n"},
+		{"a prefix at the end is kept", "printf 'x gitea-token'", "x gitea-token"},
+		{"twice in a row", "printf '%s%s\\n' \"$GITEA_TOKEN\" \"$ANTHROPIC_API_KEY\"", "[redacted][redacted]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			logPath := filepath.Join(t.TempDir(), "run.log")
+			r := run(t, Command{Argv: sh(tt.script), LogPath: logPath, Secrets: []string{key, ""},
+				Env: []string{"PATH=/usr/bin:/bin", "GITEA_TOKEN=" + token, "CODER1_GITEA_TOKEN=" + token, "ANTHROPIC_API_KEY=" + key}},
+				context.Background())
+			require.Equal(t, OutcomeSucceeded, r.Outcome, r.Err)
+			assert.Equal(t, tt.want, r.Tail)
+			data, err := os.ReadFile(logPath)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, string(data))
+		})
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		secrets []string
+		writes  []string
+		want    string
+	}{
+		{"no secrets", nil, []string{"a", "b"}, "ab"},
+		{"whole", []string{"hunter22"}, []string{"pw=hunter22\n"}, "pw=[redacted]\n"},
+		{"split in three", []string{"hunter22"}, []string{"pw=hun", "te", "r22 ok"}, "pw=[redacted] ok"},
+		{"byte by byte", []string{"hunter22"}, strings.Split("a hunter22 b", ""), "a [redacted] b"},
+		{"false start", []string{"hunter22"}, []string{"hunt", "hunter", "22"}, "hunt[redacted]"},
+		{"prefix left at the end", []string{"hunter22"}, []string{"x hunter2"}, "x hunter2"},
+		{"overlapping secrets", []string{"abcd1234", "1234wxyz"}, []string{"abcd1234wxyz"}, "[redacted]wxyz"},
+		{"longest first", []string{"abcd", "abcdefgh"}, []string{"abcdefgh abcd"}, "[redacted] [redacted]"},
+		{"too short to redact", []string{"", "ab"}, []string{"abc"}, "abc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			w := newRedactor(&out, tt.secrets)
+			for _, s := range tt.writes {
+				n, err := w.Write([]byte(s))
+				require.NoError(t, err)
+				require.Equal(t, len(s), n)
+			}
+			w.Flush()
+			assert.Equal(t, tt.want, out.String())
+		})
+	}
+}
+
+// Which processes of a run terminate signals one by one: those inside a
+// sandbox's PID namespace (not its init), and never the bwrap that holds
+// it.
+func TestSandboxedProcesses(t *testing.T) {
+	t.Parallel()
+	host := func(ppid, pgrp int) proc { return proc{ppid: ppid, pgrp: pgrp, depth: 1, nsPid: 0} }
+	in := func(ppid, pgrp, nsPid int) proc { return proc{ppid: ppid, pgrp: pgrp, depth: 2, nsPid: nsPid} }
+	self := proc{depth: 1}
+	tests := []struct {
+		name      string
+		procs     map[int]proc
+		launchers []int
+		inside    []int
+	}{
+		{"no sandbox", map[int]proc{0: self, 10: host(1, 10), 11: host(10, 10), 12: host(11, 12)}, nil, nil},
+		{"bwrap leads the group", map[int]proc{0: self,
+			10: host(1, 10),                                         // bwrap
+			11: in(10, 11, 1),                                       // its init
+			12: in(11, 11, 2), 13: in(12, 11, 3), 14: in(11, 14, 4), // the agent, its child, a setsid one
+			20: host(1, 20), 21: in(20, 21, 2), // someone else's sandbox
+		}, []int{10}, []int{12, 13, 14}},
+		{"the agent starts a sandbox of its own", map[int]proc{0: self,
+			10: host(1, 10), 11: host(10, 10), 12: in(11, 12, 1), 13: in(12, 12, 2),
+		}, []int{11}, []int{13}},
+		{"the leader is gone", map[int]proc{0: self, 11: in(1, 11, 1)}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			launchers, inside := sandboxed(tt.procs, 10)
+			var got []int
+			for pid := range launchers {
+				got = append(got, pid)
+			}
+			assert.ElementsMatch(t, tt.launchers, got)
+			assert.ElementsMatch(t, tt.inside, inside)
+		})
+	}
+}

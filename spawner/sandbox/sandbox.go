@@ -9,6 +9,9 @@
 //   - The whole process tree dies with the run: bwrap dies with mozi
 //     (--die-with-parent) and everything in the PID namespace dies with
 //     bwrap, whatever a process did to leave its process group (setsid).
+//     A run that is stopped gets SIGTERM and a grace period first: the
+//     runner signals the processes inside the namespace itself, since
+//     bwrap, in its group, would die of it and take them all at once.
 //   - mozi's data directory, configuration file, secret files, database
 //     socket, its own home and the other agents' homes and worktrees are
 //     hidden; the network stays (agents need their model API and Gitea).

@@ -227,3 +227,46 @@ func TestUnreachablePathsNeedNoHiding(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out, "up"), "the sandbox starts: %s", out)
 	assert.Error(t, err, "and the private home is still out of reach: %s", out)
 }
+
+// A sandboxed agent that is stopped gets SIGTERM and its grace period, like
+// an unsandboxed one: bwrap, the group's leader, would die of the group's
+// SIGTERM and take the whole PID namespace with it at once (a git commit
+// cut off that way leaves index.lock in the reused worktree). A setsid
+// grandchild that ignores SIGTERM is still gone afterwards.
+func TestStoppedSandboxedAgentGetsSIGTERM(t *testing.T) {
+	sb := newSandbox(t)
+	w := newWorld(t)
+	marker := fmt.Sprintf("%06d", time.Now().UnixNano()%1000000)
+	ready, stopped := filepath.Join(w.ownTree, "ready"), filepath.Join(w.ownTree, "stopped")
+	script := "trap 'echo cleaned up > " + stopped + "; exit 0' TERM; " +
+		"setsid sh -c 'trap \"\" TERM; sleep 1000." + marker + "' & " +
+		"touch " + ready + "; sleep 1001." + marker + " & wait"
+	argv, err := sb.Command(w.spec(), sandbox.Limits{}, []string{"/bin/sh", "-c", script})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Stop the run once its trap is set: no guess at how long bwrap
+		// takes to start.
+		for ctx.Err() == nil {
+			if _, err := os.Stat(ready); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// A grace period long enough for the trap; the run ends as soon as
+	// the agent does.
+	r := &spawner.ProcessRunner{KillGrace: 10 * time.Second}
+	res := r.Run(ctx, spawner.Command{Argv: argv, Dir: w.ownTree, Timeout: time.Minute,
+		LogPath: filepath.Join(t.TempDir(), "run.log"), Credential: agentUser(),
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + w.home}})
+	assert.Equal(t, spawner.OutcomeInterrupted, res.Outcome)
+	data, err := os.ReadFile(stopped)
+	require.NoError(t, err, "the agent never got SIGTERM")
+	assert.Equal(t, "cleaned up\n", string(data))
+	require.Eventually(t, func() bool { return !processWith(marker) }, 5*time.Second, 20*time.Millisecond,
+		"a process of the run outlived it")
+}

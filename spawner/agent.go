@@ -108,6 +108,32 @@ func (a Agent) token(getenv func(string) string) string {
 	return ""
 }
 
+// secretNameParts mark a variable whose value is a credential by its name
+// (ANTHROPIC_API_KEY, OPENAI_API_KEY, NPM_TOKEN, DB_PASSWORD, …).
+var secretNameParts = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL"}
+
+// secretValues are the values of the agent's pass_env and env variables
+// whose names say they are credentials: the run's output is redacted of
+// them (the Gitea token is redacted anyway).
+func (a Agent) secretValues(getenv func(string) string) []string {
+	secret := func(name string) bool {
+		up := strings.ToUpper(name)
+		return slices.ContainsFunc(secretNameParts, func(p string) bool { return strings.Contains(up, p) })
+	}
+	var out []string
+	for _, k := range a.PassEnv {
+		if v := getenv(k); v != "" && secret(k) {
+			out = append(out, v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		if v := a.Env[k]; v != "" && secret(k) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // Vars are the per-run variables mozi gives an agent.
 type Vars struct {
 	TaskID     int64

@@ -336,3 +336,15 @@ func TestSandboxedProcesses(t *testing.T) {
 		})
 	}
 }
+
+// The run's output is redacted of the credentials an agent is given, found
+// by their variables' names; other variables' values stay readable.
+func TestSecretValuesAreTheCredentialsPassed(t *testing.T) {
+	t.Parallel()
+	parent := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-123456", "OPENAI_API_KEY": "", "HTTPS_PROXY": "http://proxy:3128",
+		"NPM_TOKEN": "npm_abcdef", "GOFLAGS": "-mod=mod"}
+	a := Agent{Login: "coder1", PassEnv: []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HTTPS_PROXY", "NPM_TOKEN"},
+		Env: map[string]string{"DB_PASSWORD": "hunter2hunter2", "GOFLAGS": "-mod=mod", "Sentry_Auth": "sntry-xyz"}}
+	got := a.secretValues(func(k string) string { return parent[k] })
+	assert.ElementsMatch(t, []string{"sk-ant-123456", "npm_abcdef", "hunter2hunter2", "sntry-xyz"}, got)
+}

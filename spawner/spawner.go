@@ -396,7 +396,8 @@ func (s *Spawner) command(a Agent, t task.Task, r *prepared, prompt string, env 
 	env = setEnv(env, "MOZI_PROMPT_FILE", promptFile)
 	args, stdin := argv(a.Argv, promptFile, prompt)
 	cmd := Command{Argv: args, Dir: r.dir, Env: env, Timeout: a.Timeout, Usage: a.Usage,
-		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, TailBytes: s.cfg.TailBytes, Credential: s.cfg.RunAs}
+		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, TailBytes: s.cfg.TailBytes, Credential: s.cfg.RunAs,
+		Secrets: a.secretValues(s.cfg.Getenv)}
 	if stdin {
 		cmd.Stdin = []byte(prompt)
 	}

@@ -299,7 +299,7 @@ func hookVerdict(hooks []gitea.Hook, publicURL string) (verdict, string) {
 	case len(missing) > 0:
 		return verdictFail, fmt.Sprintf("webhook %d does not send %s", h.ID, strings.Join(missing, ", "))
 	}
-	return verdictOK, fmt.Sprintf("webhook %d → %s, json, all events (Gitea never shows the secret: mozi webhook install sets it)", h.ID, h.URL)
+	return verdictOK, fmt.Sprintf("webhook %d → %s, json, all events (Gitea never shows its secret: a wrong one shows as rejected_signature deliveries; mozi webhook install replaces the hook with one signed by mozi's)", h.ID, h.URL)
 }
 
 func (d *doctor) checkAgents(ctx context.Context, e *env, cfg *config.Config, dataDir string) {

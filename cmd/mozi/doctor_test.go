@@ -92,7 +92,8 @@ func TestWebhookInstallThenDoctorPasses(t *testing.T) {
 	assert.Contains(t, out, "acme/widget: webhook 1 created → "+publicURL)
 	out, err = s.run(t, "webhook", "install")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "acme/widget: webhook 1 updated", "a second install fixes the same webhook")
+	assert.Contains(t, out, "acme/widget: webhook 2 created, replacing webhook 1",
+		"a second install replaces the hook: Gitea cannot change a hook's secret in place")
 
 	hooks := s.gitea.Hooks("acme/widget")
 	require.Len(t, hooks, 1)
@@ -100,16 +101,40 @@ func TestWebhookInstallThenDoctorPasses(t *testing.T) {
 	assert.Equal(t, publicURL, cfg["url"])
 	assert.Equal(t, "json", cfg["content_type"])
 	assert.Equal(t, testSecret, cfg["secret"], "Gitea signs with mozi's secret")
-	assert.ElementsMatch(t, gitea.HookEvents, hooks[0]["events"])
+	assert.Empty(t, gitea.Hook{Events: hooks[0]["events"].([]string)}.MissingEvents(),
+		"Gitea keeps every event mozi needs, under its own names")
 	assert.Equal(t, true, hooks[0]["active"])
 
 	out, err = s.run(t, "doctor")
 	require.NoError(t, err, out)
 	assert.Empty(t, failLines(out))
 	for _, want := range []string{"ok    configuration", "ok    database", "ok    gitea ", "ok    gitea token            acts as mozi",
-		"ok    acme/widget            webhook 1", "ok    agent coder1", "0 failed"} {
+		"ok    acme/widget            webhook 2", "ok    agent coder1", "0 failed"} {
 		assert.Contains(t, out, want)
 	}
+}
+
+// A hook an operator made with another secret is replaced, not edited:
+// Gitea ignores a secret in an edit, and every delivery would stay
+// rejected while the install said it was fixed.
+func TestWebhookInstallReplacesAHookWithAnotherSecret(t *testing.T) {
+	s := newDoctorSetup(t)
+	s.gitea.AddHook("acme/widget", publicURL, "json", []string{"push"}, true) // no secret: made by hand
+	s.gitea.AddHook("acme/widget", "http://elsewhere/hook", "json", []string{"push"}, true)
+	out, err := s.run(t, "webhook", "install")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "replacing webhook 1")
+
+	hooks := s.gitea.Hooks("acme/widget")
+	require.Len(t, hooks, 2, "another service's hook stays")
+	var ours map[string]any
+	for _, h := range hooks {
+		if h["config"].(map[string]any)["url"] == publicURL {
+			ours = h
+		}
+	}
+	require.NotNil(t, ours)
+	assert.Equal(t, testSecret, ours["config"].(map[string]any)["secret"])
 }
 
 func TestWebhookInstallOnAnOrganization(t *testing.T) {
@@ -152,8 +177,8 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 			s.gitea.AddHook("acme/widget", publicURL, "form", gitea.HookEvents, true)
 		}, `sends "form", not json`},
 		{"webhook misses events", func(t *testing.T, s *doctorSetup) {
-			s.gitea.AddHook("acme/widget", publicURL, "json", []string{"push", "issues"}, true)
-		}, "does not send issue_assign"},
+			s.gitea.AddHook("acme/widget", publicURL, "json", []string{"push", "issues_only", "issue_comment", "pull_request"}, true)
+		}, "does not send issue_assign, issue_label"},
 		{"webhook inactive", func(t *testing.T, s *doctorSetup) {
 			s.gitea.AddHook("acme/widget", publicURL, "json", gitea.HookEvents, false)
 		}, "is not active"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
@@ -80,15 +81,16 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 	}
 	failed := 0
 	for _, s := range scopes {
-		h, created, err := g.InstallHook(ctx, s, target, cfg.Webhook.Secrets[0].Value())
+		h, replaced, err := g.InstallHook(ctx, s, target, cfg.Webhook.Secrets[0].Value())
 		if err != nil {
 			fmt.Fprintf(e.stderr, "mozi: %s: %v\n", s, err)
 			failed++
 			continue
 		}
-		verb := "updated"
-		if created {
-			verb = "created"
+		verb := "created"
+		if len(replaced) > 0 {
+			// Gitea cannot change a hook's secret in place.
+			verb = fmt.Sprintf("created, replacing webhook %s", joinIDs(replaced))
 		}
 		fmt.Fprintf(e.stdout, "%s: webhook %d %s → %s (json, signed, %d events)\n", s, h.ID, verb, target, len(h.Events))
 	}
@@ -96,4 +98,13 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%d of %d webhooks not installed", failed, len(scopes))
 	}
 	return nil
+}
+
+// joinIDs lists webhook ids: 3, 7.
+func joinIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -11,14 +11,20 @@ import (
 	sdk "code.gitea.io/sdk/gitea"
 )
 
-// HookEvents are the Gitea webhook events mozi acts on. Gitea expands
-// "issues" and "pull_request" to every issue and pull request event.
+// HookEvents are the Gitea webhook events mozi acts on, by the names
+// Gitea's hook API takes and returns. Gitea expands "issues" and
+// "pull_request" to every issue and pull request event; reviews are one
+// event there ("pull_request_review"), delivered as
+// pull_request_review_approved, _rejected or _comment.
 var HookEvents = []string{
 	"issues", "issue_assign", "issue_label", "issue_comment",
-	"pull_request", "pull_request_assign", "pull_request_comment", "pull_request_review_approved",
-	"pull_request_review_rejected", "pull_request_review_comment", "pull_request_sync",
-	"pull_request_review_request", "status",
+	"pull_request", "pull_request_assign", "pull_request_comment", "pull_request_review",
+	"pull_request_sync", "pull_request_review_request", "status",
 }
+
+// reviewVerdicts are the delivery names of "pull_request_review", which a
+// hook may list instead.
+var reviewVerdicts = []string{"pull_request_review_approved", "pull_request_review_rejected", "pull_request_review_comment"}
 
 // ErrMissingScope is returned when Gitea refuses a call because the token
 // lacks a scope.
@@ -39,9 +45,13 @@ type Hook struct {
 func (h Hook) MissingEvents() []string {
 	var out []string
 	for _, e := range HookEvents {
-		if !slices.Contains(h.Events, e) {
-			out = append(out, e)
+		if slices.Contains(h.Events, e) {
+			continue
 		}
+		if e == "pull_request_review" && !slices.ContainsFunc(reviewVerdicts, func(v string) bool { return !slices.Contains(h.Events, v) }) {
+			continue
+		}
+		out = append(out, e)
 	}
 	return out
 }
@@ -149,53 +159,53 @@ func (g *Client) Hooks(ctx context.Context, scope HookScope) ([]Hook, error) {
 }
 
 // InstallHook creates the webhook that sends mozi's events to url signed
-// with secret, or updates the one already pointing at url. It returns the
-// hook and whether it was created.
-func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret string) (Hook, bool, error) {
+// with secret. Gitea's API cannot change a hook's secret (an edit ignores
+// it), so a hook already pointing at url is replaced: the new one is
+// created first and the old one deleted after, so no event falls between
+// (one sent by both is the same event twice, which mozi's intake drops).
+// It returns the hook and the ids of the hooks it replaced.
+func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret string) (Hook, []int64, error) {
 	existing, err := g.Hooks(ctx, scope)
 	if err != nil {
-		return Hook{}, false, err
+		return Hook{}, nil, err
 	}
 	c, err := g.api(ctx)
 	if err != nil {
-		return Hook{}, false, err
+		return Hook{}, nil, err
 	}
 	config := map[string]string{"url": url, "content_type": "json", "secret": secret, "http_method": "post"}
 	events := slices.Clone(HookEvents)
-	for _, h := range existing {
-		if h.URL != url || h.Type != string(sdk.HookTypeGitea) {
-			continue
-		}
-		active := true
-		opt := sdk.EditHookOption{Config: config, Events: events, Active: &active, BranchFilter: "*"}
-		var resp *sdk.Response
-		if scope.Org != "" {
-			resp, err = c.EditOrgHook(scope.Org, h.ID, opt)
-		} else {
-			owner, name, _ := splitRepo(scope.Repo)
-			resp, err = c.EditRepoHook(owner, name, h.ID, opt)
-		}
-		if err != nil {
-			return Hook{}, false, scopeErr(fmt.Sprintf("update webhook %d of %s", h.ID, scope), resp, err)
-		}
-		h.ContentType, h.Events, h.Active = "json", events, true
-		return h, false, nil
-	}
 	opt := sdk.CreateHookOption{Type: sdk.HookTypeGitea, Config: config, Events: events, Active: true, BranchFilter: "*"}
 	var (
 		created *sdk.Hook
 		resp    *sdk.Response
 	)
+	owner, name, _ := splitRepo(scope.Repo)
 	if scope.Org != "" {
 		created, resp, err = c.CreateOrgHook(scope.Org, opt)
 	} else {
-		owner, name, _ := splitRepo(scope.Repo)
 		created, resp, err = c.CreateRepoHook(owner, name, opt)
 	}
 	if err != nil {
-		return Hook{}, false, scopeErr("create webhook on "+scope.String(), resp, err)
+		return Hook{}, nil, scopeErr("create webhook on "+scope.String(), resp, err)
 	}
-	return Hook{ID: created.ID, Type: created.Type, URL: url, ContentType: "json", Events: events, Active: true}, true, nil
+	hook := Hook{ID: created.ID, Type: created.Type, URL: url, ContentType: "json", Events: created.Events, Active: true}
+	var replaced []int64
+	for _, h := range existing {
+		if h.URL != url || h.ID == created.ID {
+			continue
+		}
+		if scope.Org != "" {
+			resp, err = c.DeleteOrgHook(scope.Org, h.ID)
+		} else {
+			resp, err = c.DeleteRepoHook(owner, name, h.ID)
+		}
+		if err != nil {
+			return hook, replaced, scopeErr(fmt.Sprintf("delete webhook %d of %s (replaced by %d: both send now)", h.ID, scope, created.ID), resp, err)
+		}
+		replaced = append(replaced, h.ID)
+	}
+	return hook, replaced, nil
 }
 
 // scopeErr is apiErr that also recognises Gitea's missing-scope answer.

@@ -269,12 +269,62 @@ func (s *Server) user(w http.ResponseWriter, login string) {
 	_ = json.NewEncoder(w).Encode(u)
 }
 
+// hookEvents is what Gitea 1.25 keeps of the events a hook is created or
+// edited with (routers/api/v1/utils/hook.go, updateHookEvents): the names
+// it knows, "issues" and "pull_request" standing for every event of their
+// group, reviews as the one event "pull_request_review"; anything else is
+// dropped. No events means push only.
+func hookEvents(raw any) []string {
+	var in []string
+	switch v := raw.(type) {
+	case []string:
+		in = v
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				in = append(in, s)
+			}
+		}
+	}
+	if len(in) == 0 {
+		return []string{"push"}
+	}
+	has := func(e string) bool { return slices.Contains(in, e) }
+	var out []string
+	for _, e := range []string{"create", "push", "delete", "fork", "repository", "wiki", "release", "package",
+		"status", "workflow_run", "workflow_job"} {
+		if has(e) {
+			out = append(out, e)
+		}
+	}
+	groups := []struct {
+		all, only string
+		members   []string
+	}{
+		{"issues", "issues_only", []string{"issue_assign", "issue_label", "issue_milestone", "issue_comment"}},
+		{"pull_request", "pull_request_only", []string{"pull_request_assign", "pull_request_label", "pull_request_milestone",
+			"pull_request_comment", "pull_request_review", "pull_request_review_request", "pull_request_sync"}},
+	}
+	for _, g := range groups {
+		if has(g.all) || has(g.only) {
+			out = append(out, g.all)
+		}
+		for _, m := range g.members {
+			if has(g.all) || has(m) {
+				out = append(out, m)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // AddHook installs a webhook as an operator would in Gitea's UI; key is
 // "owner/name" or "org:NAME".
 func (s *Server) AddHook(key, url, contentType string, events []string, active bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.addHookLocked(key, map[string]any{"type": "gitea", "events": events, "active": active,
+	s.addHookLocked(key, map[string]any{"type": "gitea", "events": hookEvents(events), "active": active,
 		"config": map[string]any{"url": url, "content_type": contentType}})
 }
 
@@ -308,7 +358,7 @@ func (s *Server) serveHooks(w http.ResponseWriter, r *http.Request, key, id stri
 		return
 	}
 	var in map[string]any
-	if r.Method != http.MethodGet {
+	if r.Method == http.MethodPost || r.Method == http.MethodPatch {
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 			http.Error(w, `{"message":"invalid JSON"}`, http.StatusUnprocessableEntity)
 			return
@@ -339,16 +389,38 @@ func (s *Server) serveHooks(w http.ResponseWriter, r *http.Request, key, id stri
 		}
 		_ = json.NewEncoder(w).Encode(list)
 	case r.Method == http.MethodPost && id == "":
+		in["events"] = hookEvents(in["events"])
 		h := s.addHookLocked(key, in)
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(public(h))
 	case r.Method == http.MethodPatch && id != "":
 		for _, h := range s.hooks[key] {
-			if fmt.Sprint(h["id"]) == id {
-				for k, v := range in {
-					h[k] = v
+			if fmt.Sprint(h["id"]) != id {
+				continue
+			}
+			// As Gitea 1.25's editHook: url and content type change, the
+			// secret does not; events are replaced.
+			if cfg, ok := in["config"].(map[string]any); ok {
+				for _, k := range []string{"url", "content_type"} {
+					if v, ok := cfg[k]; ok {
+						h["config"].(map[string]any)[k] = v
+					}
 				}
-				_ = json.NewEncoder(w).Encode(public(h))
+			}
+			h["events"] = hookEvents(in["events"])
+			if active, ok := in["active"]; ok {
+				h["active"] = active
+			}
+			_ = json.NewEncoder(w).Encode(public(h))
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"message":"hook not found"}`))
+	case r.Method == http.MethodDelete && id != "":
+		for i, h := range s.hooks[key] {
+			if fmt.Sprint(h["id"]) == id {
+				s.hooks[key] = slices.Delete(s.hooks[key], i, i+1)
+				w.WriteHeader(http.StatusNoContent)
 				return
 			}
 		}

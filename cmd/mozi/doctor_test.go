@@ -167,7 +167,7 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 				return true
 			}
 		}, "gitea  "},
-		{"token not valid", func(t *testing.T, s *doctorSetup) { s.token = "wrong" }, "gitea token            get the token's user: the token is not valid"},
+		{"token not valid", func(t *testing.T, s *doctorSetup) { s.token = "wrong" }, "gitea token            get the token's user: the token was refused (401)"},
 		{"token of another user", func(t *testing.T, s *doctorSetup) { s.token = "token-coder1" }, "acts as coder1, but gitea.bot_user is mozi"},
 		{"token without write:issue", func(t *testing.T, s *doctorSetup) {
 			s.gitea.Scopes = []string{"read:repository", "write:repository", "read:user"}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,11 +133,34 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 // stop ends claiming at once, lets running agents finish within the
 // shutdown grace, then kills them (their attempts are recorded as
 // interrupted, and the tasks run again after a restart).
+// checkGiteaToken says at start, in one line, when Gitea refuses mozi's
+// token: otherwise mozi looks healthy while every task waits on "dependencies
+// unknown" and no comment can be posted. A Gitea that does not answer yet
+// is not an error here (the client's outage log covers it).
+func (en *engine) checkGiteaToken(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	login, err := en.gitea.WhoAmI(ctx)
+	switch {
+	case errors.Is(err, gitea.ErrUnauthorized):
+		en.logger.Error("Gitea refuses mozi's token (MOZI_GITEA_TOKEN): tasks will wait and no comment can be posted until it is fixed; mozi doctor checks it",
+			"gitea", en.cfg.Gitea.URL)
+	case err != nil:
+		en.logger.Warn("could not check mozi's Gitea token at start", "error", err)
+	case !strings.EqualFold(login, en.cfg.Gitea.BotUser):
+		en.logger.Warn("mozi's Gitea token acts as another user than gitea.bot_user: mozi's own comments will be taken for someone else's",
+			"acts_as", login, "bot_user", en.cfg.Gitea.BotUser)
+	}
+}
+
 func (en *engine) start() (stop func()) {
 	claimCtx, stopClaims := context.WithCancel(context.Background())
 	runCtx, killRuns := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { en.recordLeftovers(claimCtx) })
+	if en.gitea != nil {
+		wg.Go(func() { en.checkGiteaToken(claimCtx) })
+	}
 	if en.workspaces != nil {
 		wg.Go(func() { en.sweepWorkspaces(claimCtx) })
 	}

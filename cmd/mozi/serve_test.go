@@ -24,6 +24,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/embedded"
+	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 )
@@ -584,4 +585,19 @@ func TestTaskShowSaysWhatAPendingTaskWaitsFor(t *testing.T) {
 	require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 1, State: task.StateClosed,
 		ClosedAt: time.Now(), UpdatedAt: time.Now().Add(time.Second)}))
 	assert.NotContains(t, show(), "waits for:")
+}
+
+// A mozi whose Gitea token is refused says so at start, in one line,
+// instead of looking healthy while every task waits.
+func TestServeSaysWhenGiteaRefusesItsToken(t *testing.T) {
+	t.Parallel()
+	g := giteatest.New()
+	t.Cleanup(g.Close)
+	p := startServe(t, stateDir(t), "MOZI_DATABASE_URL="+pgtest.URL(t), "MOZI_GITEA_URL="+g.URL, "MOZI_GITEA_TOKEN=revoked-token-123")
+	require.Eventually(t, func() bool {
+		return strings.Contains(p.stderr.String(), "Gitea refuses mozi's token")
+	}, 30*time.Second, 50*time.Millisecond, p.stderr.String())
+	assert.NotContains(t, p.stderr.String(), "revoked-token-123", "the token itself is never logged")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.waitExit(t, 30*time.Second))
 }

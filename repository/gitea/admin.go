@@ -70,13 +70,21 @@ func (s HookScope) String() string {
 	return s.Repo
 }
 
-// ServerVersion asks Gitea its version (no token needed).
+// ServerVersion asks Gitea its version, anonymously first so that a wrong
+// token is not mistaken for a wrong address (a Gitea that requires
+// sign-in for everything is asked again with the token).
 func (g *Client) ServerVersion(ctx context.Context) (string, error) {
-	c, err := g.api(ctx)
+	c, err := g.client(ctx, "")
 	if err != nil {
 		return "", err
 	}
 	v, resp, err := c.ServerVersion()
+	if err != nil && resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && g.token != "" {
+		if c, err = g.api(ctx); err != nil {
+			return "", err
+		}
+		v, resp, err = c.ServerVersion()
+	}
 	if err != nil {
 		return "", apiErr("get Gitea version", resp, err)
 	}
@@ -212,9 +220,6 @@ func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret s
 func scopeErr(what string, resp *sdk.Response, err error) error {
 	if resp != nil && resp.StatusCode == http.StatusForbidden && strings.Contains(err.Error(), "scope") {
 		return fmt.Errorf("%s: %w (%v)", what, ErrMissingScope, err)
-	}
-	if resp != nil && resp.StatusCode == http.StatusUnauthorized {
-		return fmt.Errorf("%s: the token is not valid: %w", what, err)
 	}
 	return apiErr(what, resp, err)
 }

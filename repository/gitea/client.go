@@ -92,7 +92,12 @@ func New(cfg Config) (*Client, error) {
 func (g *Client) URL() string { return g.url }
 
 func (g *Client) api(ctx context.Context) (*sdk.Client, error) {
-	c, err := sdk.NewClient(g.url, sdk.SetHTTPClient(g.http), sdk.SetToken(g.token),
+	return g.client(ctx, g.token)
+}
+
+// client is an SDK client with token ("" asks anonymously).
+func (g *Client) client(ctx context.Context, token string) (*sdk.Client, error) {
+	c, err := sdk.NewClient(g.url, sdk.SetHTTPClient(g.http), sdk.SetToken(token),
 		sdk.SetGiteaVersion(""), sdk.SetContext(ctx), sdk.SetUserAgent("mozi"))
 	if err != nil {
 		return nil, fmt.Errorf("gitea client: %w", err)
@@ -122,11 +127,17 @@ func splitRepo(repo string) (string, string, error) {
 // apiErr wraps an SDK error with what was asked, mapping 404 to
 // task.ErrNotFound.
 func apiErr(what string, resp *sdk.Response, err error) error {
-	if resp != nil && resp.StatusCode == http.StatusNotFound {
+	switch {
+	case resp != nil && resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%s: %w in Gitea", what, task.ErrNotFound)
+	case resp != nil && resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%s: %w", what, ErrUnauthorized)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// ErrUnauthorized is Gitea's 401: the token is wrong, expired or revoked.
+var ErrUnauthorized = errors.New("the token was refused (401): it is wrong, expired or revoked")
 
 // FetchIssue reads an issue (or a pull request's issue side) from Gitea.
 func (g *Client) FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error) {

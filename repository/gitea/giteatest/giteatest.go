@@ -129,7 +129,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.Fail != nil && s.Fail(w, r) {
 		return
 	}
-	if s.login(r) == "" && r.URL.Path != "/api/v1/version" {
+	// As Gitea: a token it does not know is refused on every path, the
+	// public ones included; only an anonymous request may read /version.
+	if s.login(r) == "" && (r.URL.Path != "/api/v1/version" || r.Header.Get("Authorization") != "") {
 		s.file(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}

@@ -511,3 +511,33 @@ func TestPatchTaskMetaKeepsWhatItDoesNotName(t *testing.T) {
 		FollowUp: task.FollowUpReport, Extra: map[string]string{"a": "1", "b": "2"}}, got.Meta)
 	assert.ErrorIs(t, store.PatchTaskMeta(ctx, 4242, task.Meta{Title: "x"}), task.ErrNotFound)
 }
+
+// A run that starts clears the reason of the hold or retry before it: the
+// task list shows no stale error next to a task that runs (each attempt
+// keeps its own).
+func TestStartClearsTheLastError(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	tk, err := store.CreateTask(ctx, newTask(21))
+	require.NoError(t, err)
+	claim := func() task.Task {
+		got, err := store.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r1", Limit: 1, LeaseTTL: time.Minute,
+			Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		return got[0]
+	}
+	claim()
+	_, err = store.Apply(ctx, tk.ID, task.EventRelease, repository.Change{Error: "dependencies unknown: Gitea down"})
+	require.NoError(t, err)
+	held, err := store.Task(ctx, tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, "dependencies unknown: Gitea down", held.LastError)
+
+	_, started, err := store.StartRun(ctx, claim(), "r1", "")
+	require.NoError(t, err)
+	require.True(t, started)
+	running, err := store.Task(ctx, tk.ID)
+	require.NoError(t, err)
+	assert.Empty(t, running.LastError)
+}

@@ -52,7 +52,9 @@ var effects = map[task.Event]effect{
 		args: func(c Change) []any { return []any{c.LeaseOwner, leaseTTL(c.LeaseTTL)} },
 	},
 	task.EventStart: {
-		set:   `, heartbeat_at = now(), holds = 0`,
+		// An earlier hold's or retry's reason is history once a run starts
+		// (each attempt keeps its own error).
+		set:   `, heartbeat_at = now(), holds = 0, last_error = ''`,
 		guard: ` AND t.lease_owner IS NOT DISTINCT FROM $3`,
 		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner)} },
 	},

@@ -274,7 +274,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		w.eventually("the failure comment", 10*time.Second, func() bool { return len(w.gitea.Comments("acme/widget", 50)) == 1 })
 		comment := w.gitea.Comments("acme/widget", 50)[0]
-		assert.Contains(t, comment, "failed after 2 attempt(s): exited with status 1")
+		assert.Contains(t, comment, "failed after 2 runs: exited with status 1")
 		assert.NotContains(t, comment, "token-", "no secret in the comment")
 		time.Sleep(300 * time.Millisecond) // its webhook came back: mozi's own comment makes no work
 		tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{IssueNumber: 50})

@@ -62,9 +62,9 @@ func (n *Notifier) TaskFailed(ctx context.Context, id int64, reason string) {
 	if t.IssueNumber == 0 || t.Meta.Extra[metaKey] != "" {
 		return
 	}
-	body := fmt.Sprintf("**mozi**: the `%s` task of @%s on this issue failed after %d attempt(s): %s.\n\n"+
+	body := fmt.Sprintf("**mozi**: the `%s` task of @%s on this issue failed after %s: %s.\n\n"+
 		"mozi will not run it again by itself. Details: `mozi task show %d`; to try again: `mozi task retry %d`.",
-		t.ActionType, t.Agent, t.RetryCount+1, strings.TrimSuffix(oneLine(reason), "."), t.ID, t.ID)
+		t.ActionType, t.Agent, runs(t.DispatchCount), strings.TrimSuffix(oneLine(reason), "."), t.ID, t.ID)
 	commentID, err := n.commenter.PostComment(ctx, t.Repo, t.IssueNumber, body)
 	if err != nil {
 		log.Error("failure comment not posted", "repo", t.Repo, "issue", t.IssueNumber, "error", err)
@@ -73,6 +73,18 @@ func (n *Notifier) TaskFailed(ctx context.Context, id int64, reason string) {
 	if err := n.store.PatchTaskMeta(ctx, t.ID, task.Meta{Extra: map[string]string{metaKey: fmt.Sprint(commentID)}}); err != nil {
 		log.Error("failure comment id not kept", "error", err)
 	}
+}
+
+// runs counts a task's runs for people: every dispatch that was not a
+// hold (follow-ups and rescues included).
+func runs(n int) string {
+	switch n {
+	case 0:
+		return "no run"
+	case 1:
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }
 
 // oneLine keeps a reason to one line of reasonable length.

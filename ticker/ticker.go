@@ -31,6 +31,8 @@ type Gitea interface {
 	FetchIssue(ctx context.Context, repo string, number int) (task.Issue, error)
 	FetchPullRequest(ctx context.Context, repo string, number int) (task.PullRequest, error)
 	FetchStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error)
+	OpenIssuesSince(ctx context.Context, repo string, since time.Time, limit int) ([]task.Issue, error)
+	OpenPullRequestsSince(ctx context.Context, repo string, since time.Time, limit int) ([]task.PullRequest, error)
 }
 
 // Defaults of Config.
@@ -58,6 +60,10 @@ type Config struct {
 	Agents   []string
 	Lead     string
 	Declared []string
+	// Repos are the configured repositories (gitea.repos): the catch-up
+	// reads them, and every repository mozi has seen an issue of, after
+	// downtime (every ReconcileEvery).
+	Repos []string
 	// LeaderTTL is the leader lease (default DefaultLeaderTTL, 15s,
 	// renewed every third).
 	LeaderTTL time.Duration
@@ -165,6 +171,7 @@ const (
 	JobPrune       = "prune"
 	JobWatchdog    = "watchdog"
 	JobBreakers    = "breakers"
+	JobCatchUp     = "catch_up"
 )
 
 // New builds a ticker; gitea may be nil.
@@ -173,6 +180,7 @@ func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 	t := &Ticker{cfg: cfg, store: store, gitea: gitea}
 	t.jobs = []job{
 		{name: JobRescue, every: cfg.SweepEvery, run: t.rescue},
+		{name: JobCatchUp, every: cfg.ReconcileEvery, run: t.catchUp},
 		{name: JobReconcile, every: cfg.ReconcileEvery, run: t.reconcile},
 		{name: JobMentions, every: cfg.SweepEvery, run: t.mentions},
 		{name: JobRounds, every: cfg.SweepEvery, run: t.rounds},

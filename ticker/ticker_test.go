@@ -33,9 +33,42 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 type fakeGitea struct {
 	mu       sync.Mutex
 	issues   map[int]task.Issue
+	pulls    map[int]task.PullRequest
 	statuses map[string][]task.CommitStatus
 	err      error
 	calls    int
+}
+
+func (f *fakeGitea) OpenIssuesSince(_ context.Context, repo string, since time.Time, limit int) ([]task.Issue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []task.Issue
+	for _, i := range f.issues {
+		if i.Repo == repo && !i.IsPull && !i.Closed() && !i.UpdatedAt.Before(since) && len(out) < limit {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeGitea) OpenPullRequestsSince(_ context.Context, repo string, since time.Time, limit int) ([]task.PullRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []task.PullRequest
+	for _, p := range f.pulls {
+		if p.Repo == repo && p.State == task.StateOpen && !p.UpdatedAt.Before(since) && len(out) < limit {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 var errGiteaDown = errors.New("gitea: 502 Bad Gateway")

@@ -117,7 +117,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		tg, commenter = en.gitea, en.gitea
 	}
 	en.ticker = ticker.New(ticker.Config{
-		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg),
+		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg), Repos: cfg.Gitea.Repos,
 		LeaderTTL: cfg.Ticker.LeaderTTL, SweepEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
 		Retention: cfg.Ticker.Retention, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),

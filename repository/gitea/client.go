@@ -248,8 +248,17 @@ func (g *Client) FetchPullRequest(ctx context.Context, repo string, number int) 
 	if err != nil {
 		return task.PullRequest{}, apiErr(fmt.Sprintf("get pull request %s#%d", repo, number), resp, err)
 	}
+	return pullFromSDK(repo, pr), nil
+}
+
+func pullFromSDK(repo string, pr *sdk.PullRequest) task.PullRequest {
 	out := task.PullRequest{Repo: repo, Number: int(pr.Index), Title: pr.Title, Body: pr.Body, State: string(pr.State),
 		Merged: pr.HasMerged}
+	for _, u := range pr.RequestedReviewers {
+		if u != nil {
+			out.RequestedReviewers = append(out.RequestedReviewers, u.UserName)
+		}
+	}
 	if pr.Poster != nil {
 		out.Author = pr.Poster.UserName
 	}
@@ -268,7 +277,7 @@ func (g *Client) FetchPullRequest(ctx context.Context, repo string, number int) 
 	if pr.Closed != nil {
 		out.ClosedAt = pr.Closed.UTC()
 	}
-	return out, nil
+	return out
 }
 
 // FetchStatuses reads the latest status of each context of a commit.

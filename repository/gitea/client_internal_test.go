@@ -66,6 +66,23 @@ func TestGiteaReadsRecordedResponses(t *testing.T) {
 	assert.Equal(t, []string{"hello"}, srv.Comments("acme/widget", 3))
 }
 
+// The catch-up's listings read Gitea's recorded answers.
+func TestGiteaListsWhatChanged(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	g, _ := fastGitea(t, srv, giteatest.Token, nil)
+	ctx := context.Background()
+	issues, err := g.OpenIssuesSince(ctx, "acme/widget", time.Now().Add(-time.Hour), 3)
+	require.NoError(t, err)
+	require.Len(t, issues, 3, "up to the limit")
+	assert.Equal(t, 5, issues[0].Number)
+	assert.Equal(t, []string{"coder1"}, issues[0].Assignees)
+	pulls, err := g.OpenPullRequestsSince(ctx, "acme/widget", time.Now().Add(-time.Hour), 10)
+	require.NoError(t, err)
+	assert.Empty(t, pulls, "the recording has no open pull request")
+}
+
 func TestGiteaWrongTokenIsAnError(t *testing.T) {
 	t.Parallel()
 	srv := giteatest.New()

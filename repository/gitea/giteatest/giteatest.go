@@ -118,6 +118,7 @@ var (
 	depsRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)/dependencies$`)
 	pullRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/pulls/(\d+)$`)
 	pullsRE    = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/pulls$`)
+	issuesRE   = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues$`)
 	combinedRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/commits/([^/]+)/status$`)
 	statusesRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/(?:commits/([^/]+)/)?statuses(?:/([^/]+))?$`)
 	repoRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)$`)
@@ -170,6 +171,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.file(w, "pull-"+pullRE.FindStringSubmatch(p)[2], http.StatusOK)
 	case pullsRE.MatchString(p):
 		s.file(w, "pulls-open", http.StatusOK)
+	case r.Method == http.MethodGet && issuesRE.MatchString(p):
+		s.file(w, "issues-list", http.StatusOK)
 	case combinedRE.MatchString(p):
 		s.file(w, "commit-status-combined", http.StatusOK)
 	case statusesRE.MatchString(p):

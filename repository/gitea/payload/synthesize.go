@@ -58,14 +58,40 @@ func IssueEventBody(action string, i task.Issue) ([]byte, error) {
 
 // PullClosedBody is a "pull_request closed" delivery body.
 func PullClosedBody(p task.PullRequest) ([]byte, error) {
-	return json.Marshal(map[string]any{
-		"action": ActionClosed, "number": p.Number,
-		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": task.StateClosed,
+	p.State = task.StateClosed
+	return pullBody(ActionClosed, p, "", p.MergedBy)
+}
+
+// PullOpenedBody is a "pull_request opened" delivery body for a pull
+// request in its current state (its author opened it).
+func PullOpenedBody(p task.PullRequest) ([]byte, error) {
+	return pullBody(ActionOpened, p, "", p.Author)
+}
+
+// ReviewRequestedBody is a "pull_request review_requested" delivery body
+// asking reviewer; who asked is unknown (no sender).
+func ReviewRequestedBody(p task.PullRequest, reviewer string) ([]byte, error) {
+	return pullBody(ActionReviewRequested, p, reviewer, "")
+}
+
+func pullBody(action string, p task.PullRequest, requested, sender string) ([]byte, error) {
+	reviewers := make([]*synthUser, len(p.RequestedReviewers))
+	for k, r := range p.RequestedReviewers {
+		reviewers[k] = user(r)
+	}
+	doc := map[string]any{
+		"action": action, "number": p.Number,
+		"pull_request": map[string]any{"number": p.Number, "title": p.Title, "body": p.Body, "state": p.State,
 			"user": user(p.Author), "head": map[string]string{"ref": p.HeadRef, "sha": p.HeadSHA},
 			"base": map[string]string{"ref": p.BaseRef}, "merged": p.Merged, "merged_by": user(p.MergedBy),
-			"updated_at": stampPtr(p.UpdatedAt), "closed_at": stampPtr(p.ClosedAt)},
-		"repository": synthRepo{p.Repo}, "sender": user(p.MergedBy),
-	})
+			"requested_reviewers": reviewers,
+			"updated_at":          stampPtr(p.UpdatedAt), "closed_at": stampPtr(p.ClosedAt)},
+		"repository": synthRepo{p.Repo}, "sender": map[string]string{"login": sender},
+	}
+	if requested != "" {
+		doc["requested_reviewer"] = user(requested)
+	}
+	return json.Marshal(doc)
 }
 
 // StatusBody is a "status" delivery body; the reporter is unknown (no

@@ -30,6 +30,24 @@ func TestSynthesizedBodiesParse(t *testing.T) {
 	assert.True(t, ev.PullRequest.Merged)
 	assert.Equal(t, "lead", ev.PullRequest.MergedBy)
 
+	open := task.PullRequest{Repo: "acme/widget", Number: 6, Title: "Fix crash", Body: "Closes #2", State: task.StateOpen,
+		Author: "coder1", HeadRef: "fix/2-crash", HeadSHA: "def", BaseRef: "main", RequestedReviewers: []string{"reviewer1"}, UpdatedAt: at}
+	body, err = PullOpenedBody(open)
+	require.NoError(t, err)
+	ev, err = Parse(KindPullRequest, body)
+	require.NoError(t, err)
+	assert.Equal(t, ActionOpened, ev.Action)
+	assert.Equal(t, "coder1", ev.Sender)
+	assert.Equal(t, "fix/2-crash", ev.PullRequest.HeadRef)
+	assert.Equal(t, []string{"reviewer1"}, ev.PullRequest.RequestedReviewers)
+
+	body, err = ReviewRequestedBody(open, "reviewer1")
+	require.NoError(t, err)
+	ev, err = Parse(KindPullRequest, body)
+	require.NoError(t, err)
+	assert.Equal(t, ActionReviewRequested, ev.Action)
+	assert.Equal(t, "reviewer1", ev.RequestedReviewer)
+
 	body, err = StatusBody(task.CommitStatus{Repo: "acme/widget", ID: 7, SHA: "abc", Context: "ci/test", State: "failure"})
 	require.NoError(t, err)
 	ev, err = Parse(KindStatus, body)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // gitRunner runs mozi's own git commands. They run outside any sandbox, on
@@ -86,6 +87,11 @@ func (g *gitRunner) run(ctx context.Context, c gitCall) (string, error) {
 	}
 	args = append(args, c.args...)
 	cmd := exec.CommandContext(ctx, g.bin, args...)
+	// Cancelled (a lost lease, a shutdown), git gets SIGTERM first: it
+	// removes its lock files then, where SIGKILL would leave a ref or the
+	// index locked for every later command.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = gitKillDelay
 	cmd.Env = g.env(c)
 	cmd.Dir = g.home
 	if g.cred != nil {
@@ -95,11 +101,30 @@ func (g *gitRunner) run(ctx context.Context, c gitCall) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return "", fmt.Errorf("git %s: %w", c.args[0], ctx.Err())
+			return "", fmt.Errorf("git %s: %w", subcommand(c.args), ctx.Err())
 		}
-		return "", &gitError{op: c.args[0], msg: lastLine(stderr.String()), err: err}
+		return "", &gitError{op: subcommand(c.args), msg: lastLine(stderr.String()), err: err}
 	}
 	return strings.TrimSpace(stdout.String()), nil
+}
+
+// gitKillDelay is how long a cancelled git command may take to clean up
+// after SIGTERM before it is killed.
+const gitKillDelay = 10 * time.Second
+
+// subcommand names a git command for messages (fetch, worktree add), not
+// the options before it (--git-dir=… would show a path).
+func subcommand(args []string) string {
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if a == "worktree" && i+1 < len(args) {
+			return a + " " + args[i+1]
+		}
+		return a
+	}
+	return "command"
 }
 
 // gitError is a failed git command, with git's own explanation.
@@ -141,7 +166,10 @@ func lastLine(stderr string) string {
 // Errors of preparing a workspace, by what can be done about them.
 var (
 	// ErrUnreachable: the remote did not answer (network, DNS, a 5xx).
-	// It says nothing about the task: wait and try again.
+	// It says nothing about the task: wait and try again. Only what git
+	// says of the network counts: a local failure (a stale lock, a broken
+	// mirror) is a plain error, retried and in the end failed, never
+	// waited on for ever.
 	ErrUnreachable = errors.New("repository unreachable")
 	// ErrNoAccess: the remote refused mozi's credentials (401, 403).
 	ErrNoAccess = errors.New("no access to the repository")
@@ -173,6 +201,18 @@ func classify(err error) error {
 	case strings.Contains(msg, "not found"), strings.Contains(msg, "error: 404"),
 		strings.Contains(msg, "does not appear to be a git repository"), strings.Contains(msg, "does not exist"):
 		return fmt.Errorf("%w: %w", ErrNoRepository, err)
+	case slices.ContainsFunc(networkTrouble, func(s string) bool { return strings.Contains(msg, s) }):
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
-	return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	return err
+}
+
+// networkTrouble are what git and curl say when the remote cannot be
+// reached or fails on its side.
+var networkTrouble = []string{
+	"could not resolve host", "could not resolve proxy", "failed to connect", "couldn't connect",
+	"connection refused", "connection timed out", "operation timed out", "timed out after",
+	"connection reset", "network is unreachable", "no route to host", "empty reply from server",
+	"the remote end hung up", "early eof", "rpc failed", "returned error: 5",
+	"recv failure", "send failure", "gnutls_handshake", "ssl_connect", "tls connection",
 }

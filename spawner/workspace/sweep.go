@@ -64,17 +64,23 @@ func (m *Manager) Sweep(ctx context.Context, tasks Tasks) (SweepResult, error) {
 		return res, fmt.Errorf("sweep worktrees: %w", err)
 	}
 	now := m.cfg.Now()
-	var kept []*tree
+	var (
+		kept []*tree
+		errs []error // one worktree that cannot go must not stop the others
+	)
 	for _, t := range trees {
 		end, ok := ends[t.id]
 		t.end, t.gone = end, !ok
 		expired := t.gone || end.Terminal && now.Sub(end.FinishedAt) >= m.cfg.KeepFinished
-		if expired && !m.isActive(t.id) {
-			if err := m.remove(ctx, t, "finished"); err != nil {
-				return res, err
+		if expired {
+			removed, err := m.removeIfIdle(ctx, t, "finished")
+			if err != nil {
+				errs = append(errs, err)
 			}
-			res.Removed++
-			continue
+			if removed {
+				res.Removed++
+				continue
+			}
 		}
 		kept = append(kept, t)
 	}
@@ -83,22 +89,25 @@ func (m *Manager) Sweep(ctx context.Context, tasks Tasks) (SweepResult, error) {
 		res.Bytes += t.size
 	}
 	if m.cfg.DiskBudget <= 0 || res.Bytes <= m.cfg.DiskBudget {
-		return res, nil
+		return res, errors.Join(errs...)
 	}
-	finished := slices.DeleteFunc(slices.Clone(kept), func(t *tree) bool { return !t.end.Terminal || m.isActive(t.id) })
+	finished := slices.DeleteFunc(slices.Clone(kept), func(t *tree) bool { return !t.end.Terminal })
 	slices.SortFunc(finished, func(a, b *tree) int { return a.end.FinishedAt.Compare(b.end.FinishedAt) })
 	for _, t := range finished {
 		if res.Bytes <= m.cfg.DiskBudget {
 			break
 		}
-		if err := m.remove(ctx, t, "disk budget"); err != nil {
-			return res, err
+		removed, err := m.removeIfIdle(ctx, t, "disk budget")
+		if err != nil {
+			errs = append(errs, err)
 		}
-		res.Removed++
-		res.Bytes -= t.size
+		if removed {
+			res.Removed++
+			res.Bytes -= t.size
+		}
 	}
 	res.OverBudget = res.Bytes > m.cfg.DiskBudget
-	return res, nil
+	return res, errors.Join(errs...)
 }
 
 // trees lists the worktree directories: trees/<owner>/<name>/<id>.
@@ -129,12 +138,22 @@ func (m *Manager) trees() ([]*tree, error) {
 	return out, nil
 }
 
-func (m *Manager) remove(ctx context.Context, t *tree, why string) error {
-	if err := m.removeTree(ctx, t.repo, t.dir); err != nil {
-		return err
+// removeIfIdle removes a worktree unless its task runs. The check is made
+// under the repository's lock, which a run's preparation takes after
+// claiming its task: a task requeued meanwhile either is seen running here
+// or prepares after the removal, on a fresh worktree.
+func (m *Manager) removeIfIdle(ctx context.Context, t *tree, why string) (bool, error) {
+	rs := m.repo(t.repo)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if m.isActive(t.id) {
+		return false, nil
+	}
+	if err := m.removeTreeLocked(ctx, m.MirrorPath(t.repo), t.dir); err != nil {
+		return false, err
 	}
 	m.cfg.Logger.Info("worktree removed", "task_id", t.id, "repo", t.repo, "reason", why)
-	return nil
+	return true, nil
 }
 
 // removeTree deletes a worktree and its registration in the mirror.

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -296,10 +297,6 @@ func (m *Manager) prepareLocked(ctx context.Context, rs *repoState, req Request,
 		return Workspace{}, false, err
 	}
 	remoteRef := "refs/remotes/origin/" + req.Branch
-	before := ""
-	if req.Branch != "" {
-		before, _ = m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", remoteRef))
-	}
 	if created {
 		rs.fetchedFrom = asked
 	} else if rs.fetchedFrom.Before(asked) {
@@ -343,10 +340,12 @@ func (m *Manager) prepareLocked(ctx context.Context, rs *repoState, req Request,
 	if reuse {
 		ws.Reused = true
 		if req.Branch != "" {
-			ws.Note, err = m.refresh(ctx, mirror, dir, remoteRef, before)
-			if err != nil {
-				return Workspace{}, false, err
-			}
+			ws.Note, err = m.refresh(ctx, mirror, dir, remoteRef)
+		} else {
+			ws.Note, err = m.moveDetached(ctx, req, mirror, dir, defaultBranch)
+		}
+		if err != nil {
+			return Workspace{}, false, err
 		}
 		return ws, false, nil
 	}
@@ -493,14 +492,9 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 	add := []string{"worktree", "add", "-q", "--no-checkout"}
 	switch req.Mode {
 	case Detached:
-		ref := req.Ref
-		switch {
-		case ref == "":
-			ref = "refs/remotes/origin/" + defaultBranch
-		case exists("refs/remotes/origin/" + ref):
-			ref = "refs/remotes/origin/" + ref
-		case !exists(ref):
-			return fmt.Errorf("%w: %s has no commit or branch %q", ErrBranchGone, m.repoOf(mirror), req.Ref)
+		ref, err := m.detachedRef(ctx, req, mirror, defaultBranch)
+		if err != nil {
+			return err
 		}
 		add = append(add, "--detach", dir, ref)
 	case ExistingBranch:
@@ -533,12 +527,62 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 	return nil
 }
 
+// detachedRef is what a detached worktree checks out: the requested
+// branch of origin, or commit, or origin's default branch.
+func (m *Manager) detachedRef(ctx context.Context, req Request, mirror, defaultBranch string) (string, error) {
+	exists := func(ref string) bool {
+		_, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", ref+"^{commit}"))
+		return err == nil
+	}
+	switch ref := req.Ref; {
+	case ref == "":
+		return "refs/remotes/origin/" + defaultBranch, nil
+	case exists("refs/remotes/origin/" + ref):
+		return "refs/remotes/origin/" + ref, nil
+	case exists(ref):
+		return ref, nil
+	}
+	return "", fmt.Errorf("%w: %s has no commit or branch %q", ErrBranchGone, m.repoOf(mirror), req.Ref)
+}
+
+// moveDetached brings a reused detached worktree (a review of someone
+// else's pull request, a notification) to what it must show now: the pull
+// request may have new commits since the last run. A worktree with
+// uncommitted changes is left as it is, and the note says so.
+func (m *Manager) moveDetached(ctx context.Context, req Request, mirror, dir, defaultBranch string) (string, error) {
+	ref, err := m.detachedRef(ctx, req, mirror, defaultBranch)
+	if err != nil {
+		return "", err
+	}
+	target, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", ref+"^{commit}"))
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", ref, err)
+	}
+	head, err := m.git.run(ctx, m.inTree(mirror, dir, "rev-parse", "HEAD"))
+	if err != nil || head == target {
+		return "", err
+	}
+	status, err := m.git.run(ctx, m.inTree(mirror, dir, "status", "--porcelain", "--untracked-files=no"))
+	if err != nil {
+		return "", fmt.Errorf("read the worktree's state: %w", err)
+	}
+	if status != "" {
+		return NoteUncommitted, nil
+	}
+	if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", target)); err != nil {
+		return "", fmt.Errorf("bring the worktree to %s: %w", ref, err)
+	}
+	return "", nil
+}
+
 // refresh brings a reused worktree's branch up to what origin has, when
 // that loses nothing: a clean worktree whose branch is behind origin's
 // (fast-forward), or whose branch origin rewrote (force-push) while it had
-// nothing origin did not have before. Otherwise the worktree is left as
-// it is and the note says why.
-func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef, before string) (string, error) {
+// nothing origin did not have: its commit is one origin's branch pointed
+// at before (the mirror's reflog of origin's branch says so, whichever
+// task's fetch saw the rewrite). Otherwise the worktree is left as it is
+// and the note says why.
+func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef string) (string, error) {
 	remote, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", remoteRef))
 	if err != nil || remote == "" {
 		return "", nil // not pushed yet: nothing to catch up with
@@ -553,7 +597,12 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef, before st
 	}
 	_, ffErr := m.git.run(ctx, m.inTree(mirror, dir, "merge-base", "--is-ancestor", "HEAD", remoteRef))
 	behind := ffErr == nil
-	rewritten := !behind && before != "" && before != remote && head == before
+	rewritten := false
+	if !behind {
+		if rewritten, err = m.wasRemoteAt(ctx, mirror, remoteRef, head); err != nil {
+			return "", err
+		}
+	}
 	switch {
 	case status != "":
 		return NoteUncommitted, nil
@@ -564,6 +613,21 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef, before st
 		return "", nil
 	}
 	return NoteDiverged, nil
+}
+
+// wasRemoteAt reports whether origin's branch (remoteRef) ever pointed at
+// commit, by the mirror's reflog of it (fetches and the agents' pushes
+// both write it).
+func (m *Manager) wasRemoteAt(ctx context.Context, mirror, remoteRef, commit string) (bool, error) {
+	log, err := m.git.run(ctx, m.inMirror(mirror, "reflog", "show", "--format=%H", remoteRef, "--"))
+	if err != nil {
+		var ge *gitError
+		if errors.As(err, &ge) {
+			return false, nil // no reflog (a mirror made before it was kept): cannot tell
+		}
+		return false, fmt.Errorf("read the history of %s: %w", remoteRef, err)
+	}
+	return slices.Contains(strings.Fields(log), commit), nil
 }
 
 // inMirror is a git command on the mirror itself.

@@ -71,6 +71,20 @@ func (f *fixture) push(t *testing.T, branch, file, content string) string {
 	return workspacetest.Git(t, w, "rev-parse", "HEAD")
 }
 
+// forcePush rewrites origin's branch from main, dropping what it had (a
+// force-push), and returns the new commit.
+func (f *fixture) forcePush(t *testing.T, branch, file, content string) string {
+	t.Helper()
+	w := f.work
+	workspacetest.Git(t, w, "fetch", "-q", "origin")
+	workspacetest.Git(t, w, "checkout", "-q", "-B", branch, "origin/main")
+	require.NoError(t, os.WriteFile(filepath.Join(w, file), []byte(content), 0o644))
+	workspacetest.Git(t, w, "add", "-A")
+	workspacetest.Git(t, w, "commit", "-q", "-m", "rewrite with "+file)
+	workspacetest.Git(t, w, "push", "-q", "-f", "origin", branch)
+	return workspacetest.Git(t, w, "rev-parse", "HEAD")
+}
+
 func headBranch(t *testing.T, dir string) string {
 	t.Helper()
 	return workspacetest.Git(t, dir, "rev-parse", "--abbrev-ref", "HEAD")
@@ -195,8 +209,9 @@ func TestReusedBranchFollowsOrigin(t *testing.T) {
 
 	// Someone rewrites the branch (force-push) that the worktree had
 	// nothing on top of.
-	workspacetest.Git(t, f.work, "reset", "-q", "--hard", "origin/main")
-	rewritten := f.push(t, "fix/4-pr", "c.txt", "rewritten\n")
+	rewritten := f.forcePush(t, "fix/4-pr", "c.txt", "rewritten\n")
+	require.NotEqual(t, "0", workspacetest.Git(t, f.work, "rev-list", "--count", rewritten+".."+advanced),
+		"sanity: the rewrite dropped the branch's commits")
 	ws = f.prepare(t, req)
 	assert.Equal(t, rewritten, ws.Head, "a force-pushed branch is followed when nothing local would be lost")
 	assert.Empty(t, ws.Note)
@@ -372,4 +387,86 @@ func TestBranchNamesAreChecked(t *testing.T) {
 		_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 1, Repo: bad, Mode: workspace.Detached})
 		assert.Error(t, err, "%q", bad)
 	}
+}
+
+// A force-push is recognised whichever task's fetch saw it first: the
+// retry of the pull request's task follows the rewritten branch even when
+// another task of the repository fetched in between.
+func TestForcePushSeenByAnotherTaskFirst(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.push(t, "fix/4-pr", "a.txt", "one\n")
+	req := workspace.Request{TaskID: 8, Mode: workspace.ExistingBranch, Branch: "fix/4-pr"}
+	f.prepare(t, req)
+	f.mgr.Done(8)
+
+	rewritten := f.forcePush(t, "fix/4-pr", "b.txt", "rewritten\n")
+	f.prepare(t, workspace.Request{TaskID: 99, Mode: workspace.Detached}) // fetches the rewrite first
+	f.mgr.Done(99)
+	ws := f.prepare(t, req)
+	assert.Equal(t, rewritten, ws.Head)
+	assert.Empty(t, ws.Note)
+}
+
+// A detached worktree reused by a retry (a review request) shows what the
+// pull request has now, not what it had at the first run.
+func TestReusedDetachedWorktreeFollowsItsRef(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	first := f.push(t, "fix/4-pr", "a.txt", "one\n")
+	req := workspace.Request{TaskID: 8, Mode: workspace.Detached, Ref: "fix/4-pr"}
+	assert.Equal(t, first, f.prepare(t, req).Head)
+	f.mgr.Done(8)
+
+	second := f.push(t, "fix/4-pr", "b.txt", "two\n")
+	ws := f.prepare(t, req)
+	assert.True(t, ws.Reused)
+	assert.Equal(t, second, ws.Head, "the retry reviews the pull request's new commit")
+	f.mgr.Done(8)
+
+	require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "README.md"), []byte("edited\n"), 0o644))
+	f.push(t, "fix/4-pr", "c.txt", "three\n")
+	ws = f.prepare(t, req)
+	assert.Equal(t, second, ws.Head, "uncommitted changes are not thrown away")
+	assert.Equal(t, workspace.NoteUncommitted, ws.Note)
+}
+
+// A local failure (a ref lock left by a killed git) is not "the remote is
+// unreachable": that would hold the task for ever without a word. It is a
+// plain error naming the git command, retried and in the end failed.
+func TestALocalGitFailureIsNotUnreachable(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.prepare(t, workspace.Request{TaskID: 1, Mode: workspace.Detached})
+	f.mgr.Done(1)
+	f.push(t, "main", "z.txt", "z\n")
+	lock := filepath.Join(f.mgr.MirrorPath("acme/widget"), "refs", "remotes", "origin", "main.lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
+
+	_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 2, Repo: "acme/widget", Mode: workspace.Detached})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, workspace.ErrUnreachable)
+	assert.Contains(t, err.Error(), "git fetch:")
+	assert.NotContains(t, err.Error(), "--git-dir")
+}
+
+// One worktree that cannot be removed does not stop the sweep: the others
+// still go, and the error says which failed.
+func TestSweepGoesOnPastAWorktreeItCannotRemove(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.server.NewRepo(t, "acme/gadget", map[string]string{"g.txt": "g\n"})
+	f.prepare(t, workspace.Request{TaskID: 1, Repo: "acme/gadget", Mode: workspace.Detached})
+	f.prepare(t, workspace.Request{TaskID: 2, Mode: workspace.Detached})
+	f.mgr.Done(1)
+	f.mgr.Done(2)
+	// acme/gadget's mirror is broken: forgetting its worktree fails.
+	require.NoError(t, os.Remove(filepath.Join(f.mgr.MirrorPath("acme/gadget"), "HEAD")))
+
+	res, err := f.mgr.Sweep(context.Background(), fakeTasks{}) // both tasks gone
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "worktree")
+	assert.Equal(t, 1, res.Removed)
+	_, statErr := os.Stat(f.mgr.TreePath("acme/widget", 2))
+	assert.ErrorIs(t, statErr, os.ErrNotExist, "acme/widget's worktree went despite acme/gadget's failure")
 }

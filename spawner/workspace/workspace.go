@@ -562,12 +562,9 @@ func (m *Manager) moveDetached(ctx context.Context, req Request, mirror, dir, de
 	if err != nil || head == target {
 		return "", err
 	}
-	status, err := m.git.run(ctx, m.inTree(mirror, dir, "status", "--porcelain", "--untracked-files=no"))
-	if err != nil {
-		return "", fmt.Errorf("read the worktree's state: %w", err)
-	}
-	if status != "" {
-		return NoteUncommitted, nil
+	clean, err := m.clean(ctx, mirror, dir)
+	if err != nil || !clean {
+		return NoteUncommitted, err
 	}
 	if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", target)); err != nil {
 		return "", fmt.Errorf("bring the worktree to %s: %w", ref, err)
@@ -591,9 +588,9 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef string) (s
 	if err != nil || head == remote {
 		return "", err
 	}
-	status, err := m.git.run(ctx, m.inTree(mirror, dir, "status", "--porcelain", "--untracked-files=no"))
+	clean, err := m.clean(ctx, mirror, dir)
 	if err != nil {
-		return "", fmt.Errorf("read the worktree's state: %w", err)
+		return "", err
 	}
 	_, ffErr := m.git.run(ctx, m.inTree(mirror, dir, "merge-base", "--is-ancestor", "HEAD", remoteRef))
 	behind := ffErr == nil
@@ -604,7 +601,7 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef string) (s
 		}
 	}
 	switch {
-	case status != "":
+	case !clean:
 		return NoteUncommitted, nil
 	case behind || rewritten:
 		if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", remoteRef)); err != nil {
@@ -613,6 +610,16 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef string) (s
 		return "", nil
 	}
 	return NoteDiverged, nil
+}
+
+// clean reports whether a worktree has no uncommitted changes to tracked
+// files (untracked files survive a reset).
+func (m *Manager) clean(ctx context.Context, mirror, dir string) (bool, error) {
+	status, err := m.git.run(ctx, m.inTree(mirror, dir, "status", "--porcelain", "--untracked-files=no"))
+	if err != nil {
+		return false, fmt.Errorf("read the worktree's state: %w", err)
+	}
+	return status == "", nil
 }
 
 // wasRemoteAt reports whether origin's branch (remoteRef) ever pointed at

@@ -213,11 +213,14 @@ const sweepEvery = time.Minute
 func (en *engine) sweepWorkspaces(ctx context.Context) {
 	for {
 		res, err := en.workspaces.Sweep(ctx, taskEnds{en.store})
-		switch {
-		case err != nil && ctx.Err() == nil:
-			en.logger.Warn("worktree sweep failed", "error", err)
-		case res.OverBudget:
-			en.logger.Warn("worktrees use more than workspace.disk_budget, all of it by live tasks",
+		if err != nil && ctx.Err() == nil {
+			// One line per worktree that could not go (the sweep went on).
+			for _, line := range strings.Split(err.Error(), "\n") {
+				en.logger.Warn("worktree sweep: not removed", "error", line)
+			}
+		}
+		if res.OverBudget {
+			en.logger.Warn("worktrees use more than workspace.disk_budget, all of it by live tasks or ones that could not be removed",
 				"bytes", res.Bytes, "budget", int64(en.cfg.Workspace.DiskBudget))
 		}
 		select {

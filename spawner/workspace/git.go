@@ -87,11 +87,11 @@ func (g *gitRunner) run(ctx context.Context, c gitCall) (string, error) {
 	}
 	args = append(args, c.args...)
 	cmd := exec.CommandContext(ctx, g.bin, args...)
-	// Cancelled (a lost lease, a shutdown), git gets SIGTERM first: it
-	// removes its lock files then, where SIGKILL would leave a ref or the
-	// index locked for every later command.
+	// A killed git leaves its lock files (a ref's, the index's), and every
+	// later command on them fails until someone removes them; on SIGTERM
+	// git removes them itself. One that does not end is killed after all.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = gitKillDelay
+	cmd.WaitDelay = gitWaitDelay
 	cmd.Env = g.env(c)
 	cmd.Dir = g.home
 	if g.cred != nil {
@@ -99,39 +99,62 @@ func (g *gitRunner) run(ctx context.Context, c gitCall) (string, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	op := subcommand(c.args)
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return "", fmt.Errorf("git %s: %w", subcommand(c.args), ctx.Err())
+			return "", fmt.Errorf("git %s: %w", op, ctx.Err())
 		}
-		return "", &gitError{op: subcommand(c.args), msg: lastLine(stderr.String()), err: err}
+		detail := g.shorten(c, userinfo.ReplaceAllString(stderr.String(), "$1"))
+		return "", &gitError{op: op, msg: lastLine(detail), detail: detail, err: err}
 	}
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// gitKillDelay is how long a cancelled git command may take to clean up
-// after SIGTERM before it is killed.
-const gitKillDelay = 10 * time.Second
+// gitWaitDelay is how long a cancelled git command has to end on SIGTERM.
+const gitWaitDelay = 5 * time.Second
 
-// subcommand names a git command for messages (fetch, worktree add), not
-// the options before it (--git-dir=… would show a path).
+// subcommand names a git command for messages: its subcommand (and the
+// subcommand's own, "worktree add"), not the options before it.
 func subcommand(args []string) string {
 	for i, a := range args {
 		if strings.HasPrefix(a, "-") {
 			continue
 		}
-		if a == "worktree" && i+1 < len(args) {
+		if (a == "worktree" || a == "remote" || a == "reflog") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
 			return a + " " + args[i+1]
 		}
 		return a
 	}
-	return "command"
+	return "git"
+}
+
+// shorten drops the directories of mozi's own layout from git's messages,
+// which name files by their absolute paths: the caller's message says
+// which repository it is, and a path relative to the mirror (a ref's lock)
+// is what tells a reader what went wrong.
+func (g *gitRunner) shorten(c gitCall, msg string) string {
+	dirs := []string{c.gitDir, c.commonDir, c.workTree}
+	for _, a := range c.args {
+		if d, ok := strings.CutPrefix(a, "--git-dir="); ok {
+			dirs = append(dirs, d)
+		}
+	}
+	dirs = append(dirs, g.home)
+	for _, d := range dirs {
+		if d != "" && d != "/" {
+			msg = strings.ReplaceAll(msg, d+"/", "")
+		}
+	}
+	return msg
 }
 
 // gitError is a failed git command, with git's own explanation.
 type gitError struct {
 	op  string
-	msg string
-	err error
+	msg string // the most telling line of what git printed
+	// detail is all git printed (credentials cut), to classify by.
+	detail string
+	err    error
 }
 
 func (e *gitError) Error() string {
@@ -166,10 +189,7 @@ func lastLine(stderr string) string {
 // Errors of preparing a workspace, by what can be done about them.
 var (
 	// ErrUnreachable: the remote did not answer (network, DNS, a 5xx).
-	// It says nothing about the task: wait and try again. Only what git
-	// says of the network counts: a local failure (a stale lock, a broken
-	// mirror) is a plain error, retried and in the end failed, never
-	// waited on for ever.
+	// It says nothing about the task: wait and try again.
 	ErrUnreachable = errors.New("repository unreachable")
 	// ErrNoAccess: the remote refused mozi's credentials (401, 403).
 	ErrNoAccess = errors.New("no access to the repository")
@@ -184,7 +204,19 @@ var (
 	ErrDiskFull = errors.New("no space left on device")
 )
 
+// networkTrouble is what git (and curl under it) prints when the remote
+// did not answer: DNS, connections refused, reset or timed out, TLS
+// handshakes that fail, a transfer cut short, and 5xx answers.
+var networkTrouble = regexp.MustCompile(`could not resolve (host|proxy)|failed to connect|couldn't connect to server|` +
+	`connection (refused|reset|timed out|closed)|operation timed out|network is unreachable|no route to host|` +
+	`early eof|remote end hung up|unexpected disconnect|transfer closed|empty reply from server|` +
+	`recv failure|send failure|rpc failed|gnutls_handshake|ssl_error_syscall|ssl connect error|` +
+	`(returned error|http)[: ]+5\d\d\b`)
+
 // classify maps a failed remote operation to one of the errors above.
+// Anything else (a lock another git holds, a corrupt mirror) stays a plain
+// error: waiting for the network would not fix it, and the task would wait
+// forever without a word.
 func classify(err error) error {
 	var ge *gitError
 	if !errors.As(err, &ge) {
@@ -201,18 +233,10 @@ func classify(err error) error {
 	case strings.Contains(msg, "not found"), strings.Contains(msg, "error: 404"),
 		strings.Contains(msg, "does not appear to be a git repository"), strings.Contains(msg, "does not exist"):
 		return fmt.Errorf("%w: %w", ErrNoRepository, err)
-	case slices.ContainsFunc(networkTrouble, func(s string) bool { return strings.Contains(msg, s) }):
+	// curl's reason may be on a line before the one git ends with
+	// ("RPC failed; HTTP 502" before "expected flush after ref listing").
+	case networkTrouble.MatchString(strings.ToLower(ge.detail)) || networkTrouble.MatchString(msg):
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return err
-}
-
-// networkTrouble are what git and curl say when the remote cannot be
-// reached or fails on its side.
-var networkTrouble = []string{
-	"could not resolve host", "could not resolve proxy", "failed to connect", "couldn't connect",
-	"connection refused", "connection timed out", "operation timed out", "timed out after",
-	"connection reset", "network is unreachable", "no route to host", "empty reply from server",
-	"the remote end hung up", "early eof", "rpc failed", "returned error: 5",
-	"recv failure", "send failure", "gnutls_handshake", "ssl_connect", "tls connection",
 }

@@ -48,7 +48,8 @@ type SweepResult struct {
 // Sweep removes the worktrees of tasks finished longer than KeepFinished
 // ago or gone, then, while the worktrees use more than DiskBudget, those
 // of finished tasks, oldest finished first. Worktrees of running tasks are
-// never touched.
+// never touched. A worktree that cannot be removed is reported in the
+// error and the sweep goes on with the others.
 func (m *Manager) Sweep(ctx context.Context, tasks Tasks) (SweepResult, error) {
 	var res SweepResult
 	trees, err := m.trees()
@@ -64,16 +65,17 @@ func (m *Manager) Sweep(ctx context.Context, tasks Tasks) (SweepResult, error) {
 		return res, fmt.Errorf("sweep worktrees: %w", err)
 	}
 	now := m.cfg.Now()
-	var (
-		kept []*tree
-		errs []error // one worktree that cannot go must not stop the others
-	)
+	// One worktree that cannot go (a directory the agent made undeletable,
+	// a broken mirror) must not keep the others, and the disk budget, from
+	// being swept: its error is collected and the sweep goes on.
+	var errs []error
+	var kept []*tree
 	for _, t := range trees {
 		end, ok := ends[t.id]
 		t.end, t.gone = end, !ok
 		expired := t.gone || end.Terminal && now.Sub(end.FinishedAt) >= m.cfg.KeepFinished
-		if expired {
-			removed, err := m.removeIfIdle(ctx, t, "finished")
+		if expired && !m.isActive(t.id) {
+			removed, err := m.remove(ctx, t, "finished")
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -91,13 +93,13 @@ func (m *Manager) Sweep(ctx context.Context, tasks Tasks) (SweepResult, error) {
 	if m.cfg.DiskBudget <= 0 || res.Bytes <= m.cfg.DiskBudget {
 		return res, errors.Join(errs...)
 	}
-	finished := slices.DeleteFunc(slices.Clone(kept), func(t *tree) bool { return !t.end.Terminal })
+	finished := slices.DeleteFunc(slices.Clone(kept), func(t *tree) bool { return !t.end.Terminal || m.isActive(t.id) })
 	slices.SortFunc(finished, func(a, b *tree) int { return a.end.FinishedAt.Compare(b.end.FinishedAt) })
 	for _, t := range finished {
 		if res.Bytes <= m.cfg.DiskBudget {
 			break
 		}
-		removed, err := m.removeIfIdle(ctx, t, "disk budget")
+		removed, err := m.remove(ctx, t, "disk budget")
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -138,19 +140,22 @@ func (m *Manager) trees() ([]*tree, error) {
 	return out, nil
 }
 
-// removeIfIdle removes a worktree unless its task runs. The check is made
-// under the repository's lock, which a run's preparation takes after
-// claiming its task: a task requeued meanwhile either is seen running here
-// or prepares after the removal, on a fresh worktree.
-func (m *Manager) removeIfIdle(ctx context.Context, t *tree, why string) (bool, error) {
+// remove removes an idle task's worktree, and reports whether it did. That
+// the task is idle is checked again under the repository's lock: an
+// operator may have requeued it since the sweep looked, and Prepare,
+// which marks it running before it takes that lock, would otherwise have
+// the worktree removed under the run it prepared.
+func (m *Manager) remove(ctx context.Context, t *tree, why string) (bool, error) {
 	rs := m.repo(t.repo)
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	if m.isActive(t.id) {
+		rs.mu.Unlock()
 		return false, nil
 	}
-	if err := m.removeTreeLocked(ctx, m.MirrorPath(t.repo), t.dir); err != nil {
-		return false, err
+	err := m.removeTreeLocked(ctx, m.MirrorPath(t.repo), t.dir)
+	rs.mu.Unlock()
+	if err != nil {
+		return false, fmt.Errorf("task %d of %s: %w", t.id, t.repo, err)
 	}
 	m.cfg.Logger.Info("worktree removed", "task_id", t.id, "repo", t.repo, "reason", why)
 	return true, nil

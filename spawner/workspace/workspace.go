@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -85,11 +86,12 @@ type Workspace struct {
 	Note string
 }
 
-// Notes on a reused worktree whose branch origin moved meanwhile.
+// Notes on a reused worktree whose branch (or, detached, whose ref)
+// origin moved meanwhile, and that was therefore left where it was.
 const (
 	// NoteUncommitted: the previous attempt left uncommitted changes.
 	NoteUncommitted = "uncommitted"
-	// NoteDiverged: the branch has commits origin does not have.
+	// NoteDiverged: the worktree has commits origin never had.
 	NoteDiverged = "diverged"
 )
 
@@ -296,7 +298,9 @@ func (m *Manager) prepareLocked(ctx context.Context, rs *repoState, req Request,
 	if err != nil {
 		return Workspace{}, false, err
 	}
-	remoteRef := "refs/remotes/origin/" + req.Branch
+	if !created {
+		m.removeStaleLocks(mirror)
+	}
 	if created {
 		rs.fetchedFrom = asked
 	} else if rs.fetchedFrom.Before(asked) {
@@ -339,12 +343,16 @@ func (m *Manager) prepareLocked(ctx context.Context, rs *repoState, req Request,
 	}
 	if reuse {
 		ws.Reused = true
-		if req.Branch != "" {
-			ws.Note, err = m.refresh(ctx, mirror, dir, remoteRef)
-		} else {
-			ws.Note, err = m.moveDetached(ctx, req, mirror, dir, defaultBranch)
+		// A branch follows origin's branch of that name; a detached
+		// worktree follows its ref (a review's pull request head moves
+		// between attempts too).
+		target := "refs/remotes/origin/" + req.Branch
+		if req.Mode == Detached {
+			if target, err = m.detachedTarget(ctx, mirror, req.Ref, defaultBranch); err != nil {
+				return Workspace{}, false, err
+			}
 		}
-		if err != nil {
+		if ws.Note, err = m.refresh(ctx, mirror, dir, target); err != nil {
 			return Workspace{}, false, err
 		}
 		return ws, false, nil
@@ -406,6 +414,38 @@ func (m *Manager) fetch(ctx context.Context, mirror string) error {
 		return classify(fmt.Errorf("fetch %s: %w", m.repoOf(mirror), err))
 	}
 	return nil
+}
+
+// staleLock is the age from which a ref's lock file in a mirror is taken
+// for a leftover. mozi's own git commands on the mirror run under the
+// repository's lock, which the caller holds, and an agent's push holds a
+// ref's lock for milliseconds.
+const staleLock = time.Minute
+
+// removeStaleLocks removes the lock files a git process left on the
+// mirror's refs when it was killed (mozi itself killed, a machine that
+// went down): every later fetch would fail on them ("cannot lock ref").
+func (m *Manager) removeStaleLocks(mirror string) {
+	stale := func(p string) {
+		info, err := os.Lstat(p)
+		if err != nil || !info.Mode().IsRegular() || time.Since(info.ModTime()) < staleLock {
+			return
+		}
+		if err := os.Remove(p); err != nil {
+			m.cfg.Logger.Warn("stale lock file left in place", "file", p, "error", err)
+			return
+		}
+		m.cfg.Logger.Warn("stale lock file removed", "file", p, "age", time.Since(info.ModTime()).Round(time.Second).String())
+	}
+	for _, name := range []string{"packed-refs.lock", "HEAD.lock"} {
+		stale(filepath.Join(mirror, name))
+	}
+	_ = filepath.WalkDir(filepath.Join(mirror, "refs"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".lock") {
+			stale(p)
+		}
+		return nil
+	})
 }
 
 // repoOf names a mirror's repository for messages.
@@ -485,14 +525,11 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 		return err
 	}
 	remoteRef := "refs/remotes/origin/" + req.Branch
-	exists := func(ref string) bool {
-		_, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", ref+"^{commit}"))
-		return err == nil
-	}
+	exists := func(ref string) bool { return m.exists(ctx, mirror, ref) }
 	add := []string{"worktree", "add", "-q", "--no-checkout"}
 	switch req.Mode {
 	case Detached:
-		ref, err := m.detachedRef(ctx, req, mirror, defaultBranch)
+		ref, err := m.detachedTarget(ctx, mirror, req.Ref, defaultBranch)
 		if err != nil {
 			return err
 		}
@@ -527,60 +564,33 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 	return nil
 }
 
-// detachedRef is what a detached worktree checks out: the requested
-// branch of origin, or commit, or origin's default branch.
-func (m *Manager) detachedRef(ctx context.Context, req Request, mirror, defaultBranch string) (string, error) {
-	exists := func(ref string) bool {
-		_, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", ref+"^{commit}"))
-		return err == nil
-	}
-	switch ref := req.Ref; {
+// exists reports whether ref names a commit in the mirror.
+func (m *Manager) exists(ctx context.Context, mirror, ref string) bool {
+	_, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", ref+"^{commit}"))
+	return err == nil
+}
+
+// detachedTarget is what a detached worktree checks out for ref: origin's
+// branch of that name, else the commit ref names ("": the default branch).
+func (m *Manager) detachedTarget(ctx context.Context, mirror, ref, defaultBranch string) (string, error) {
+	switch {
 	case ref == "":
 		return "refs/remotes/origin/" + defaultBranch, nil
-	case exists("refs/remotes/origin/" + ref):
+	case m.exists(ctx, mirror, "refs/remotes/origin/"+ref):
 		return "refs/remotes/origin/" + ref, nil
-	case exists(ref):
+	case m.exists(ctx, mirror, ref):
 		return ref, nil
 	}
-	return "", fmt.Errorf("%w: %s has no commit or branch %q", ErrBranchGone, m.repoOf(mirror), req.Ref)
+	return "", fmt.Errorf("%w: %s has no commit or branch %q", ErrBranchGone, m.repoOf(mirror), ref)
 }
 
-// moveDetached brings a reused detached worktree (a review of someone
-// else's pull request, a notification) to what it must show now: the pull
-// request may have new commits since the last run. A worktree with
-// uncommitted changes is left as it is, and the note says so.
-func (m *Manager) moveDetached(ctx context.Context, req Request, mirror, dir, defaultBranch string) (string, error) {
-	ref, err := m.detachedRef(ctx, req, mirror, defaultBranch)
-	if err != nil {
-		return "", err
-	}
-	target, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", ref+"^{commit}"))
-	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", ref, err)
-	}
-	head, err := m.git.run(ctx, m.inTree(mirror, dir, "rev-parse", "HEAD"))
-	if err != nil || head == target {
-		return "", err
-	}
-	clean, err := m.clean(ctx, mirror, dir)
-	if err != nil || !clean {
-		return NoteUncommitted, err
-	}
-	if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", target)); err != nil {
-		return "", fmt.Errorf("bring the worktree to %s: %w", ref, err)
-	}
-	return "", nil
-}
-
-// refresh brings a reused worktree's branch up to what origin has, when
-// that loses nothing: a clean worktree whose branch is behind origin's
-// (fast-forward), or whose branch origin rewrote (force-push) while it had
-// nothing origin did not have: its commit is one origin's branch pointed
-// at before (the mirror's reflog of origin's branch says so, whichever
-// task's fetch saw the rewrite). Otherwise the worktree is left as it is
-// and the note says why.
-func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef string) (string, error) {
-	remote, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", remoteRef))
+// refresh brings a reused worktree up to target (origin's branch, or the
+// ref a detached worktree reads) when that loses nothing: the worktree is
+// clean and its HEAD is a commit origin has or had — behind target
+// (fast-forward), or rewritten away by a force-push. Otherwise the
+// worktree is left as it is and the note says why.
+func (m *Manager) refresh(ctx context.Context, mirror, dir, target string) (string, error) {
+	remote, err := m.git.run(ctx, m.inMirror(mirror, "rev-parse", "--verify", "-q", target+"^{commit}"))
 	if err != nil || remote == "" {
 		return "", nil // not pushed yet: nothing to catch up with
 	}
@@ -588,53 +598,46 @@ func (m *Manager) refresh(ctx context.Context, mirror, dir, remoteRef string) (s
 	if err != nil || head == remote {
 		return "", err
 	}
-	clean, err := m.clean(ctx, mirror, dir)
+	status, err := m.git.run(ctx, m.inTree(mirror, dir, "status", "--porcelain", "--untracked-files=no"))
 	if err != nil {
-		return "", err
-	}
-	_, ffErr := m.git.run(ctx, m.inTree(mirror, dir, "merge-base", "--is-ancestor", "HEAD", remoteRef))
-	behind := ffErr == nil
-	rewritten := false
-	if !behind {
-		if rewritten, err = m.wasRemoteAt(ctx, mirror, remoteRef, head); err != nil {
-			return "", err
-		}
+		return "", fmt.Errorf("read the worktree's state: %w", err)
 	}
 	switch {
-	case !clean:
+	case status != "":
 		return NoteUncommitted, nil
-	case behind || rewritten:
-		if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", remoteRef)); err != nil {
-			return "", fmt.Errorf("bring the worktree up to %s: %w", remoteRef, err)
+	case m.originHad(ctx, mirror, head, target):
+		if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard", remote)); err != nil {
+			return "", fmt.Errorf("bring the worktree up to %s: %w", target, err)
 		}
 		return "", nil
 	}
 	return NoteDiverged, nil
 }
 
-// clean reports whether a worktree has no uncommitted changes to tracked
-// files (untracked files survive a reset).
-func (m *Manager) clean(ctx context.Context, mirror, dir string) (bool, error) {
-	status, err := m.git.run(ctx, m.inTree(mirror, dir, "status", "--porcelain", "--untracked-files=no"))
-	if err != nil {
-		return false, fmt.Errorf("read the worktree's state: %w", err)
+// originHad reports whether origin has or had commit, so that moving a
+// worktree off it loses nothing: it is in target's history, or in any of
+// origin's branches, or target pointed to it at some time. The last one
+// is what recognises a force-push: what the mirror held just before this
+// fetch says nothing of this worktree (another task's fetch may have seen
+// the rewrite first), but the reflog of origin's branch (the mirror has
+// core.logAllRefUpdates) keeps every value mozi's fetches and the agents'
+// pushes gave it.
+func (m *Manager) originHad(ctx context.Context, mirror, commit, target string) bool {
+	if _, err := m.git.run(ctx, m.inMirror(mirror, "merge-base", "--is-ancestor", commit, target)); err == nil {
+		return true
 	}
-	return status == "", nil
-}
-
-// wasRemoteAt reports whether origin's branch (remoteRef) ever pointed at
-// commit, by the mirror's reflog of it (fetches and the agents' pushes
-// both write it).
-func (m *Manager) wasRemoteAt(ctx context.Context, mirror, remoteRef, commit string) (bool, error) {
-	log, err := m.git.run(ctx, m.inMirror(mirror, "reflog", "show", "--format=%H", remoteRef, "--"))
-	if err != nil {
-		var ge *gitError
-		if errors.As(err, &ge) {
-			return false, nil // no reflog (a mirror made before it was kept): cannot tell
-		}
-		return false, fmt.Errorf("read the history of %s: %w", remoteRef, err)
+	if on, err := m.git.run(ctx, m.inMirror(mirror, "for-each-ref", "--count=1", "--contains", commit,
+		"--format=%(refname)", "refs/remotes/origin/")); err == nil && on != "" {
+		return true
 	}
-	return slices.Contains(strings.Fields(log), commit), nil
+	if !strings.HasPrefix(target, "refs/remotes/origin/") {
+		return false
+	}
+	log, err := m.git.run(ctx, m.inMirror(mirror, "reflog", "show", "--format=%H", target, "--"))
+	if err != nil {
+		return false
+	}
+	return slices.Contains(strings.Fields(log), commit)
 }
 
 // inMirror is a git command on the mirror itself.

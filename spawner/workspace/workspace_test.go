@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -71,8 +72,8 @@ func (f *fixture) push(t *testing.T, branch, file, content string) string {
 	return workspacetest.Git(t, w, "rev-parse", "HEAD")
 }
 
-// forcePush rewrites origin's branch from main, dropping what it had (a
-// force-push), and returns the new commit.
+// forcePush rewrites origin's branch (someone force-pushing): a new commit
+// on origin's main replaces whatever the branch had.
 func (f *fixture) forcePush(t *testing.T, branch, file, content string) string {
 	t.Helper()
 	w := f.work
@@ -83,6 +84,19 @@ func (f *fixture) forcePush(t *testing.T, branch, file, content string) string {
 	workspacetest.Git(t, w, "commit", "-q", "-m", "rewrite with "+file)
 	workspacetest.Git(t, w, "push", "-q", "-f", "origin", branch)
 	return workspacetest.Git(t, w, "rev-parse", "HEAD")
+}
+
+// agentGit runs git in a worktree as an agent does: with its token in
+// $GITEA_TOKEN, and nothing of the test's environment.
+func agentGit(t *testing.T, dir, token string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_TERMINAL_PROMPT=0",
+		"GITEA_TOKEN=" + token, "GIT_AUTHOR_NAME=coder1", "GIT_AUTHOR_EMAIL=coder1@example.test",
+		"GIT_COMMITTER_NAME=coder1", "GIT_COMMITTER_EMAIL=coder1@example.test"}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func headBranch(t *testing.T, dir string) string {
@@ -180,6 +194,84 @@ func TestPrepareRefusesWhatCannotWork(t *testing.T) {
 	})
 }
 
+// A lock on one of the mirror's refs is not the network: a leftover of a
+// killed git is removed, and one that a live git holds is a plain error
+// (retried, and in the end reported), never ErrUnreachable (a wait
+// without end and without a word).
+func TestLockedRefIsNotUnreachable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		age     time.Duration
+		wantErr bool
+	}{
+		{"left by a git killed long ago", 2 * time.Minute, false},
+		{"held by a git running now", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.prepare(t, workspace.Request{TaskID: 1, Mode: workspace.Detached})
+			f.mgr.Done(1)
+			moved := f.push(t, "main", "z.txt", "z\n")
+			lock := filepath.Join(f.mgr.MirrorPath("acme/widget"), "refs", "remotes", "origin", "main.lock")
+			require.NoError(t, os.WriteFile(lock, nil, 0o644))
+			when := time.Now().Add(-tt.age)
+			require.NoError(t, os.Chtimes(lock, when, when))
+
+			ws, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 2, Repo: "acme/widget", Mode: workspace.Detached})
+			if !tt.wantErr {
+				require.NoError(t, err)
+				assert.Equal(t, moved, ws.Head)
+				assert.NoFileExists(t, lock)
+				return
+			}
+			require.Error(t, err)
+			for _, e := range []error{workspace.ErrUnreachable, workspace.ErrNoAccess, workspace.ErrNoRepository} {
+				assert.NotErrorIs(t, err, e)
+			}
+			assert.FileExists(t, lock, "another git's lock stays")
+			assert.Contains(t, err.Error(), "git fetch: cannot lock ref 'refs/remotes/origin/main'", "names the command, not its options")
+			assert.NotContains(t, err.Error(), f.root, "no absolute paths of mozi's layout")
+			assert.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+}
+
+// A git command cancelled with its context (mozi shutting down, a run's
+// deadline) gets to remove its lock files, which a SIGKILL would leave.
+func TestCancelledGitRemovesItsLocks(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.prepare(t, workspace.Request{TaskID: 1, Mode: workspace.Detached})
+	f.mgr.Done(1)
+	f.push(t, "main", "z.txt", "z\n")
+	lock := filepath.Join(f.mgr.MirrorPath("acme/widget"), "refs", "remotes", "origin", "main.lock")
+
+	// A fetch that takes its lock and then hangs, and removes the lock
+	// on SIGTERM as git does; every other command is git itself.
+	fakeGit := filepath.Join(t.TempDir(), "git")
+	gitPath, err := exec.LookPath("git")
+	require.NoError(t, err)
+	script := `#!/bin/sh
+for a; do case "$a" in fetch) exec 3>"` + lock + `"; trap 'rm -f "` + lock + `"; exit 143' TERM
+	sleep 30 >/dev/null 2>&1 & wait $!; exit 1;; esac; done
+exec ` + gitPath + ` "$@"
+`
+	require.NoError(t, os.WriteFile(fakeGit, []byte(script), 0o755))
+	mgr, err := workspace.New(workspace.Config{Root: f.root, Token: moziToken, Git: fakeGit,
+		RemoteURL: func(repo string) (string, error) { return f.server.URL(repo), nil }})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = mgr.Prepare(ctx, workspace.Request{TaskID: 2, Repo: "acme/widget", Mode: workspace.Detached})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "git fetch:")
+	assert.NoFileExists(t, lock, "the cancelled fetch removed its lock")
+}
+
 func TestRetryReusesTheWorktree(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -210,11 +302,10 @@ func TestReusedBranchFollowsOrigin(t *testing.T) {
 	// Someone rewrites the branch (force-push) that the worktree had
 	// nothing on top of.
 	rewritten := f.forcePush(t, "fix/4-pr", "c.txt", "rewritten\n")
-	require.NotEqual(t, "0", workspacetest.Git(t, f.work, "rev-list", "--count", rewritten+".."+advanced),
-		"sanity: the rewrite dropped the branch's commits")
 	ws = f.prepare(t, req)
 	assert.Equal(t, rewritten, ws.Head, "a force-pushed branch is followed when nothing local would be lost")
 	assert.Empty(t, ws.Note)
+	assert.NoFileExists(t, filepath.Join(ws.Dir, "b.txt"), "the rewritten commits are gone")
 	f.mgr.Done(8)
 
 	// The worktree has its own commit; origin moves on: nothing is lost.
@@ -224,6 +315,113 @@ func TestReusedBranchFollowsOrigin(t *testing.T) {
 	ws = f.prepare(t, req)
 	assert.Equal(t, local, ws.Head, "local commits are never thrown away")
 	assert.Equal(t, workspace.NoteDiverged, ws.Note)
+}
+
+// Whether a retry follows a force-push depends on what the worktree has,
+// not on which fetch of the mirror saw the rewrite first.
+func TestRetryFollowsAForcePush(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// attempt is what the previous attempt did in its worktree.
+		attempt func(t *testing.T, ws workspace.Workspace)
+		// between runs after the force-push, before the retry.
+		between  func(t *testing.T, f *fixture)
+		wantMove bool
+		wantNote string
+	}{
+		{"nothing happened meanwhile", nil, nil, true, ""},
+		{"another task of the repository fetched first", nil, func(t *testing.T, f *fixture) {
+			f.prepare(t, workspace.Request{TaskID: 99, Mode: workspace.Detached})
+			f.mgr.Done(99)
+		}, true, ""},
+		{"the attempt pushed its commit, which was rewritten", func(t *testing.T, ws workspace.Workspace) {
+			workspacetest.Git(t, ws.Dir, "commit", "-q", "--allow-empty", "-m", "pushed by the agent")
+			out, err := agentGit(t, ws.Dir, agentToken, "push", "-q")
+			require.NoError(t, err, out)
+		}, nil, true, ""},
+		{"a local commit never pushed", func(t *testing.T, ws workspace.Workspace) {
+			workspacetest.Git(t, ws.Dir, "commit", "-q", "--allow-empty", "-m", "local")
+		}, nil, false, workspace.NoteDiverged},
+		{"uncommitted changes", func(t *testing.T, ws workspace.Workspace) {
+			require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "a.txt"), []byte("edited\n"), 0o644))
+		}, nil, false, workspace.NoteUncommitted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.push(t, "fix/4-pr", "a.txt", "one\n")
+			req := workspace.Request{TaskID: 8, Mode: workspace.ExistingBranch, Branch: "fix/4-pr"}
+			ws := f.prepare(t, req)
+			if tt.attempt != nil {
+				tt.attempt(t, ws)
+			}
+			f.mgr.Done(8)
+			rewritten := f.forcePush(t, "fix/4-pr", "c.txt", "rewritten\n")
+			if tt.between != nil {
+				tt.between(t, f)
+			}
+			before := workspacetest.Git(t, ws.Dir, "rev-parse", "HEAD")
+
+			again := f.prepare(t, req)
+			assert.True(t, again.Reused)
+			assert.Equal(t, tt.wantNote, again.Note)
+			if tt.wantMove {
+				assert.Equal(t, rewritten, again.Head, "nothing would be lost: the worktree follows the rewritten branch")
+			} else {
+				assert.Equal(t, before, again.Head, "the worktree keeps what origin does not have")
+			}
+		})
+	}
+}
+
+// A retry of a task that reads (a review request) reads what its ref has
+// now, unless the previous attempt left changes there.
+func TestRetryOfDetachedTaskFollowsItsRef(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		ref      string
+		dirty    bool
+		move     func(t *testing.T, f *fixture) string
+		wantMove bool
+		wantNote string
+	}{
+		{"pull request head pushed to", "fix/4-pr", false,
+			func(t *testing.T, f *fixture) string { return f.push(t, "fix/4-pr", "b.txt", "two\n") }, true, ""},
+		{"pull request head force-pushed", "fix/4-pr", false,
+			func(t *testing.T, f *fixture) string { return f.forcePush(t, "fix/4-pr", "c.txt", "rewritten\n") }, true, ""},
+		{"default branch moved", "", false,
+			func(t *testing.T, f *fixture) string { return f.push(t, "main", "d.txt", "main moved\n") }, true, ""},
+		{"previous attempt left changes", "fix/4-pr", true,
+			func(t *testing.T, f *fixture) string { return f.push(t, "fix/4-pr", "b.txt", "two\n") }, false, workspace.NoteUncommitted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.push(t, "fix/4-pr", "a.txt", "one\n")
+			req := workspace.Request{TaskID: 8, Mode: workspace.Detached, Ref: tt.ref}
+			first := f.prepare(t, req)
+			if tt.dirty {
+				require.NoError(t, os.WriteFile(filepath.Join(first.Dir, "README.md"), []byte("notes\n"), 0o644))
+			}
+			f.mgr.Done(8)
+			moved := tt.move(t, f)
+
+			again := f.prepare(t, req)
+			assert.True(t, again.Reused)
+			assert.Equal(t, "HEAD", headBranch(t, again.Dir), "still detached")
+			assert.Equal(t, tt.wantNote, again.Note)
+			if tt.wantMove {
+				assert.Equal(t, moved, again.Head)
+			} else {
+				assert.Equal(t, first.Head, again.Head)
+				assert.FileExists(t, filepath.Join(again.Dir, "README.md"))
+			}
+		})
+	}
 }
 
 func TestOneWriterPerBranch(t *testing.T) {
@@ -255,23 +453,14 @@ func TestAgentPushesWithItsOwnToken(t *testing.T) {
 	ws := f.prepare(t, workspace.Request{TaskID: 11, Mode: workspace.NewBranch, Branch: "fix/11-push"})
 	require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "fix.txt"), []byte("fixed\n"), 0o644))
 
-	agentGit := func(token string, args ...string) (string, error) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = ws.Dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_TERMINAL_PROMPT=0",
-			"GITEA_TOKEN=" + token, "GIT_AUTHOR_NAME=coder1", "GIT_AUTHOR_EMAIL=coder1@example.test",
-			"GIT_COMMITTER_NAME=coder1", "GIT_COMMITTER_EMAIL=coder1@example.test"}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	_, err := agentGit(agentToken, "add", "-A")
+	_, err := agentGit(t, ws.Dir, agentToken, "add", "-A")
 	require.NoError(t, err)
-	_, err = agentGit(agentToken, "commit", "-q", "-m", "fix")
+	_, err = agentGit(t, ws.Dir, agentToken, "commit", "-q", "-m", "fix")
 	require.NoError(t, err)
 
-	out, err := agentGit(moziToken, "push", "origin", "fix/11-push")
+	out, err := agentGit(t, ws.Dir, moziToken, "push", "origin", "fix/11-push")
 	require.Error(t, err, "mozi's read token cannot push: %s", out)
-	out, err = agentGit(agentToken, "push")
+	out, err = agentGit(t, ws.Dir, agentToken, "push")
 	require.NoError(t, err, out)
 
 	local := workspacetest.Git(t, ws.Dir, "rev-parse", "HEAD")
@@ -375,6 +564,102 @@ func TestSweepRemovesFinishedWorktrees(t *testing.T) {
 	assert.True(t, exists(3))
 }
 
+// One worktree that cannot be removed does not keep the sweep from the
+// others.
+func TestSweepGoesOnPastAWorktreeItCannotRemove(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	tests := []struct {
+		name   string
+		budget int64
+		ended  time.Duration // how long ago the tasks finished
+	}{
+		{"finished long ago", 0, 2 * time.Hour},
+		{"over the disk budget", 1, time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, func(c *workspace.Config) {
+				c.DiskBudget = tt.budget
+				c.Now = func() time.Time { return now }
+			})
+			f.server.NewRepo(t, "acme/gadget", map[string]string{"gadget.txt": "gadget\n"})
+			// acme/gadget comes first, by name and by age.
+			f.prepare(t, workspace.Request{TaskID: 1, Repo: "acme/gadget", Mode: workspace.Detached})
+			f.prepare(t, workspace.Request{TaskID: 2, Mode: workspace.Detached})
+			f.mgr.Done(1)
+			f.mgr.Done(2)
+			// A broken mirror: its worktrees cannot be unregistered.
+			require.NoError(t, os.WriteFile(filepath.Join(f.mgr.MirrorPath("acme/gadget"), "config"), []byte("[broken\n"), 0o644))
+
+			res, err := f.mgr.Sweep(context.Background(), fakeTasks{
+				1: {Terminal: true, FinishedAt: now.Add(-tt.ended - time.Minute)},
+				2: {Terminal: true, FinishedAt: now.Add(-tt.ended)},
+			})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "task 1 of acme/gadget")
+			assert.Equal(t, 1, res.Removed)
+			assert.NoDirExists(t, f.mgr.TreePath("acme/widget", 2), "the sweep went on to the next worktree")
+		})
+	}
+}
+
+// A task requeued while the sweep runs keeps the worktree it is prepared
+// in: the sweep looks again, under the repository's lock, whether it runs.
+func TestSweepSparesATaskRequeuedMeanwhile(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var mgr *workspace.Manager
+	var requeued workspace.Workspace
+	var once sync.Once
+	// An operator requeues task 2 just as the sweep has removed #1, after
+	// it chose #2 to go as well.
+	hook := logHook(func(r slog.Record) {
+		if r.Message != "worktree removed" {
+			return
+		}
+		once.Do(func() {
+			var err error
+			requeued, err = mgr.Prepare(context.Background(), workspace.Request{TaskID: 2, Repo: "acme/widget", Mode: workspace.Detached})
+			require.NoError(t, err)
+		})
+	})
+	f := setup(t, func(c *workspace.Config) {
+		c.DiskBudget = 1
+		c.Logger = slog.New(hook)
+	})
+	mgr = f.mgr
+	for id := int64(1); id <= 2; id++ {
+		f.prepare(t, workspace.Request{TaskID: id, Mode: workspace.Detached})
+		f.mgr.Done(id)
+	}
+	res, err := f.mgr.Sweep(context.Background(), fakeTasks{
+		1: {Terminal: true, FinishedAt: now.Add(-20 * time.Minute)},
+		2: {Terminal: true, FinishedAt: now.Add(-10 * time.Minute)},
+	})
+	require.NoError(t, err)
+	require.True(t, requeued.Reused, "task 2 was requeued during the sweep")
+	assert.Equal(t, 1, res.Removed)
+	assert.True(t, res.OverBudget, "what is left runs")
+	assert.NoDirExists(t, f.mgr.TreePath("acme/widget", 1))
+	assert.FileExists(t, filepath.Join(requeued.Dir, "README.md"), "the requeued task keeps its worktree")
+}
+
+// logHook is a slog handler that passes every record to a function.
+type logHook func(slog.Record)
+
+func (h logHook) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h logHook) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+
+func (h logHook) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h logHook) WithGroup(string) slog.Handler { return h }
+
 func TestBranchNamesAreChecked(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -387,86 +672,4 @@ func TestBranchNamesAreChecked(t *testing.T) {
 		_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 1, Repo: bad, Mode: workspace.Detached})
 		assert.Error(t, err, "%q", bad)
 	}
-}
-
-// A force-push is recognised whichever task's fetch saw it first: the
-// retry of the pull request's task follows the rewritten branch even when
-// another task of the repository fetched in between.
-func TestForcePushSeenByAnotherTaskFirst(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	f.push(t, "fix/4-pr", "a.txt", "one\n")
-	req := workspace.Request{TaskID: 8, Mode: workspace.ExistingBranch, Branch: "fix/4-pr"}
-	f.prepare(t, req)
-	f.mgr.Done(8)
-
-	rewritten := f.forcePush(t, "fix/4-pr", "b.txt", "rewritten\n")
-	f.prepare(t, workspace.Request{TaskID: 99, Mode: workspace.Detached}) // fetches the rewrite first
-	f.mgr.Done(99)
-	ws := f.prepare(t, req)
-	assert.Equal(t, rewritten, ws.Head)
-	assert.Empty(t, ws.Note)
-}
-
-// A detached worktree reused by a retry (a review request) shows what the
-// pull request has now, not what it had at the first run.
-func TestReusedDetachedWorktreeFollowsItsRef(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	first := f.push(t, "fix/4-pr", "a.txt", "one\n")
-	req := workspace.Request{TaskID: 8, Mode: workspace.Detached, Ref: "fix/4-pr"}
-	assert.Equal(t, first, f.prepare(t, req).Head)
-	f.mgr.Done(8)
-
-	second := f.push(t, "fix/4-pr", "b.txt", "two\n")
-	ws := f.prepare(t, req)
-	assert.True(t, ws.Reused)
-	assert.Equal(t, second, ws.Head, "the retry reviews the pull request's new commit")
-	f.mgr.Done(8)
-
-	require.NoError(t, os.WriteFile(filepath.Join(ws.Dir, "README.md"), []byte("edited\n"), 0o644))
-	f.push(t, "fix/4-pr", "c.txt", "three\n")
-	ws = f.prepare(t, req)
-	assert.Equal(t, second, ws.Head, "uncommitted changes are not thrown away")
-	assert.Equal(t, workspace.NoteUncommitted, ws.Note)
-}
-
-// A local failure (a ref lock left by a killed git) is not "the remote is
-// unreachable": that would hold the task for ever without a word. It is a
-// plain error naming the git command, retried and in the end failed.
-func TestALocalGitFailureIsNotUnreachable(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	f.prepare(t, workspace.Request{TaskID: 1, Mode: workspace.Detached})
-	f.mgr.Done(1)
-	f.push(t, "main", "z.txt", "z\n")
-	lock := filepath.Join(f.mgr.MirrorPath("acme/widget"), "refs", "remotes", "origin", "main.lock")
-	require.NoError(t, os.WriteFile(lock, nil, 0o644))
-
-	_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 2, Repo: "acme/widget", Mode: workspace.Detached})
-	require.Error(t, err)
-	assert.NotErrorIs(t, err, workspace.ErrUnreachable)
-	assert.Contains(t, err.Error(), "git fetch:")
-	assert.NotContains(t, err.Error(), "--git-dir")
-}
-
-// One worktree that cannot be removed does not stop the sweep: the others
-// still go, and the error says which failed.
-func TestSweepGoesOnPastAWorktreeItCannotRemove(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	f.server.NewRepo(t, "acme/gadget", map[string]string{"g.txt": "g\n"})
-	f.prepare(t, workspace.Request{TaskID: 1, Repo: "acme/gadget", Mode: workspace.Detached})
-	f.prepare(t, workspace.Request{TaskID: 2, Mode: workspace.Detached})
-	f.mgr.Done(1)
-	f.mgr.Done(2)
-	// acme/gadget's mirror is broken: forgetting its worktree fails.
-	require.NoError(t, os.Remove(filepath.Join(f.mgr.MirrorPath("acme/gadget"), "HEAD")))
-
-	res, err := f.mgr.Sweep(context.Background(), fakeTasks{}) // both tasks gone
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "worktree")
-	assert.Equal(t, 1, res.Removed)
-	_, statErr := os.Stat(f.mgr.TreePath("acme/widget", 2))
-	assert.ErrorIs(t, statErr, os.ErrNotExist, "acme/widget's worktree went despite acme/gadget's failure")
 }

@@ -217,6 +217,9 @@ func (m *Manager) Prepare(ctx context.Context, req Request) (Workspace, error) {
 	if req.Mode != Detached && !validBranch(req.Branch) {
 		return Workspace{}, fmt.Errorf("workspace: %q is not a branch name", req.Branch)
 	}
+	if req.Ref != "" && !validBranch(req.Ref) { // a commit id passes too; nothing read as an option does
+		return Workspace{}, fmt.Errorf("workspace: %q is not a branch or commit", req.Ref)
+	}
 	if req.Mode == Detached {
 		req.Branch = ""
 	}

@@ -672,4 +672,8 @@ func TestBranchNamesAreChecked(t *testing.T) {
 		_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 1, Repo: bad, Mode: workspace.Detached})
 		assert.Error(t, err, "%q", bad)
 	}
+	for _, bad := range []string{"--upload-pack=evil", "-q", "a..b", "x y"} {
+		_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 1, Repo: "acme/widget", Mode: workspace.Detached, Ref: bad})
+		assert.ErrorContains(t, err, "is not a branch or commit", "%q", bad)
+	}
 }

@@ -205,9 +205,6 @@ func (en *engine) recordLeftovers(ctx context.Context) {
 	}
 }
 
-// sweepEvery is how often finished tasks' worktrees are looked for.
-const sweepEvery = time.Minute
-
 // sweepWorkspaces removes finished tasks' worktrees after their delay and
 // within the disk budget. Every replica sweeps its own worktrees.
 func (en *engine) sweepWorkspaces(ctx context.Context) {
@@ -226,7 +223,7 @@ func (en *engine) sweepWorkspaces(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(sweepEvery):
+		case <-time.After(en.cfg.Workspace.SweepEvery):
 		}
 	}
 }

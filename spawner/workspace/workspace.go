@@ -102,6 +102,9 @@ type Owner struct{ UID, GID int }
 // DefaultKeepFinished is how long a finished task's worktree is kept.
 const DefaultKeepFinished = time.Hour
 
+// DefaultSweepEvery is how often finished tasks' worktrees are looked for.
+const DefaultSweepEvery = time.Minute
+
 // Config configures a Manager.
 type Config struct {
 	// Root holds mirrors/ and trees/ (required).

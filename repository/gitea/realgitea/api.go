@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/moziplus/mozi/repository/gitea"
 )
@@ -35,9 +36,20 @@ type Credentials struct {
 // Token is the credentials of an API token.
 func Token(t string) Credentials { return Credentials{Token: t} }
 
+// Client calls a Gitea's API: the tests' own calls and those of the
+// agents they run.
+type Client struct {
+	// URL is Gitea's base URL (no trailing slash).
+	URL string
+	// HTTP is the client used (nil: one with a 30 s timeout).
+	HTTP *http.Client
+}
+
+var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
+
 // Call sends a JSON API request (path below /api/v1) and decodes the
 // answer into out (nil: discarded).
-func (s *Server) Call(ctx context.Context, as Credentials, method, path string, in, out any) error {
+func (s Client) Call(ctx context.Context, as Credentials, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -60,7 +72,11 @@ func (s *Server) Call(ctx context.Context, as Credentials, method, path string, 
 	case as.Login != "":
 		req.SetBasicAuth(as.Login, as.Password)
 	}
-	resp, err := s.http.Do(req)
+	hc := s.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}

@@ -29,8 +29,8 @@ const AdminLogin = "gitea-admin"
 
 // Server is a running Gitea.
 type Server struct {
-	// URL is Gitea's base URL, http://127.0.0.1:<port> (no trailing slash).
-	URL string
+	// Client's URL is Gitea's base URL, http://127.0.0.1:<port>.
+	Client
 	// AdminToken is the administrator's API token (scope all).
 	AdminToken    string
 	AdminPassword string
@@ -43,7 +43,6 @@ type Server struct {
 	Started time.Duration
 
 	port   int
-	http   *http.Client
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -74,8 +73,7 @@ func Start(ctx context.Context, in Install, opts Options) (*Server, error) {
 	}
 	// Agents running as another user clone and push over HTTP only, but
 	// Gitea's git hooks run as this user: the directory stays private.
-	s := &Server{Install: in, Dir: dir, AdminPassword: "admin-" + randomHex(8),
-		http: &http.Client{Timeout: 30 * time.Second}}
+	s := &Server{Install: in, Dir: dir, AdminPassword: "admin-" + randomHex(8)}
 	fail := func(err error) (*Server, error) {
 		s.kill()
 		if ownDir {

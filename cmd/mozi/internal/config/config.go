@@ -240,6 +240,9 @@ type Workspace struct {
 	// KeepFinished is how long a finished task's worktree is kept
 	// (default 1h).
 	KeepFinished time.Duration `yaml:"keep_finished"`
+	// SweepEvery is how often finished tasks' worktrees are looked for
+	// (default 1m).
+	SweepEvery time.Duration `yaml:"sweep_every"`
 	// DiskBudget caps the disk all worktrees use (e.g. 20GiB); over it,
 	// finished tasks' worktrees are removed oldest first (default: no cap).
 	DiskBudget ByteSize `yaml:"disk_budget"`
@@ -573,6 +576,7 @@ func (c *Config) applyDefaults() {
 		l.OpenFiles = cmp.Or(l.OpenFiles, 8192)
 	}
 	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, workspace.DefaultKeepFinished)
+	c.Workspace.SweepEvery = cmp.Or(c.Workspace.SweepEvery, workspace.DefaultSweepEvery)
 	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
 	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
 }

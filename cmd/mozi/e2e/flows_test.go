@@ -1,0 +1,147 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// TestE2EAssignedIssueOpensPullRequest: an issue assigned to an agent
+// becomes a branch with a commit, a pull request that closes the issue,
+// an [Action Report], and the task waits in review.
+func TestE2EAssignedIssueOpensPullRequest(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{agents: []agentSpec{{name: "coder", role: "coder"}}})
+	coder := w.login("coder")
+	issue := w.createIssue("Add a greeting", "Please add a greeting file.", coder)
+
+	assigned := w.waitTask("the assigned task", 2*time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
+	require.Len(t, w.pulls(), 1)
+	pr := w.pulls()[0]
+	assert.Equal(t, pr.Number, assigned.PRNumber)
+	assert.Equal(t, "open", pr.State)
+	assert.Contains(t, pr.Body, fmt.Sprintf("Closes #%d", issue))
+	assert.Equal(t, coder, pr.User.Login)
+	assert.Contains(t, w.branches(), pr.Head.Ref)
+	assert.True(t, strings.HasPrefix(pr.Head.Ref, "feat/"), "branch %q", pr.Head.Ref)
+	assert.Len(t, w.pullCommits(pr.Number), 1)
+
+	reports := w.commentsBy(issue, coder)
+	require.Len(t, reports, 1)
+	assert.True(t, strings.HasPrefix(reports[0].Body, "[Action Report]"), reports[0].Body)
+	assert.Contains(t, reports[0].Body, "**Branch**: "+pr.Head.Ref)
+	assert.Contains(t, reports[0].Body, fmt.Sprintf("**PR**: #%d", pr.Number))
+	assert.Equal(t, 1, assigned.DispatchCount)
+	assert.Empty(t, assigned.Meta.ReportMissed)
+	w.checkRuns()
+}
+
+// TestE2EReviewRoundThenMerge: the reviewer agent requests changes, the
+// author answers with a second commit on the same branch, the reviewer
+// approves and asks the lead, who merges; every task of the issue ends
+// done, each run once, and the worktrees go.
+func TestE2EReviewRoundThenMerge(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{agents: []agentSpec{
+		{name: "coder", role: "coder", env: map[string]string{"E2E_REVIEWERS": "{world}-reviewer"}},
+		{name: "reviewer", role: "reviewer", env: map[string]string{"E2E_REJECT_FIRST": "1", "E2E_LEAD": "{world}-lead"}},
+		{name: "lead", role: "lead", lead: true},
+	}})
+	coder, reviewer, lead := w.login("coder"), w.login("reviewer"), w.login("lead")
+	issue := w.createIssue("Add a farewell", "Please add a farewell file.", coder)
+
+	w.eventually("the pull request merged", 3*time.Minute, func() (bool, string) {
+		pulls := w.pulls()
+		return len(pulls) == 1 && pulls[0].Merged, fmt.Sprintf("pulls %+v; tasks:%s", pulls, describe(w.tasks()))
+	})
+	pr := w.pulls()[0]
+	w.eventually("every task done", time.Minute, func() (bool, string) {
+		tasks := w.tasks()
+		return len(tasks) > 0 && !slices.ContainsFunc(tasks, func(t task.Task) bool { return t.Status != task.StatusDone }),
+			describe(tasks)
+	})
+
+	// The second commit went to the same branch: one work branch, two
+	// commits on the pull request.
+	assert.Len(t, w.pullCommits(pr.Number), 2)
+	assert.ElementsMatch(t, []string{"main", pr.Head.Ref}, w.branches())
+	var states []string
+	for _, r := range w.reviews(pr.Number) {
+		if r.User.Login == reviewer {
+			states = append(states, r.State)
+		}
+	}
+	assert.Equal(t, []string{"REQUEST_CHANGES", "APPROVED"}, states)
+
+	tasks := w.tasks()
+	kinds := map[string]int{}
+	for _, tk := range tasks {
+		kinds[string(tk.ActionType)+"/"+tk.Agent]++
+		// The approval's review_result may be finished by the merge
+		// before its agent gets to run; nothing runs twice.
+		if tk.ActionType == task.ActionReviewResult && tk.Meta.ReviewState == "approved" {
+			assert.LessOrEqual(t, tk.DispatchCount, 1, "task %d (%s)", tk.ID, tk.ActionType)
+			continue
+		}
+		assert.Equal(t, 1, tk.DispatchCount, "task %d (%s) ran %d times", tk.ID, tk.ActionType, tk.DispatchCount)
+	}
+	assert.Equal(t, map[string]int{
+		"issue_assigned/" + coder:    1,
+		"review_request/" + reviewer: 1,
+		"review_result/" + coder:     2, // changes requested (finished by the push), approved (by the merge)
+		"review_updated/" + reviewer: 1,
+		"mention/" + lead:            1,
+		"review_merged/" + coder:     1,
+	}, kinds, describe(tasks))
+	assigned := w.tasksWhere(isAction(task.ActionIssueAssigned, coder))[0]
+	assert.Equal(t, issue, assigned.IssueNumber)
+	assert.Equal(t, pr.Number, assigned.PRNumber)
+
+	w.eventually("the worktrees removed", time.Minute, func() (bool, string) {
+		trees := w.worktrees()
+		return len(trees) == 0, fmt.Sprint(trees)
+	})
+	w.checkRuns()
+}
+
+// checkRuns fails the test when two runs of one agent overlapped, from
+// the agents' own records of their runs.
+func (w *world) checkRuns() {
+	w.t.Helper()
+	for _, a := range w.agents {
+		f, err := os.Open(filepath.Join(a.home, runsFile))
+		if os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(w.t, err)
+		sc := bufio.NewScanner(f)
+		running := 0
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "overlap"):
+				w.t.Errorf("agent %s: a run started while another was running: %s", a.Login, line)
+			case strings.HasPrefix(line, "start"):
+				running++
+				if running > 1 {
+					w.t.Errorf("agent %s: two runs at once: %s", a.Login, line)
+				}
+			case strings.HasPrefix(line, "end"):
+				running--
+			}
+		}
+		f.Close()
+	}
+}

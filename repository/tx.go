@@ -54,6 +54,23 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return nil
 }
 
+// LockCommit serialises the events about one commit across connections
+// and replicas until the transaction ends: its statuses, and the pull
+// request events that make it a head. Without it a status handled beside
+// the push that made its commit a head finds neither the pull request
+// (not committed yet) nor is found by it (its note not committed yet).
+// Lock order: a commit before any issue (LockIssue).
+func (t *Tx) LockCommit(ctx context.Context, repo, sha string) error {
+	if sha == "" {
+		return nil
+	}
+	_, err := t.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || '@' || $2, 0))`, repo, sha)
+	if err != nil {
+		return fmt.Errorf("lock commit %s of %s: %w", sha, repo, err)
+	}
+	return nil
+}
+
 // LockIssue serialises work on one issue across connections and replicas
 // until the transaction ends.
 func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {

@@ -55,6 +55,11 @@ func (e *eventCtx) syncPullRequest(ctx context.Context) (task.PullRequest, bool,
 // what mozi knows, and moves newly linked issues' tasks to review, whatever
 // the action (pull_request and review events).
 func (e *eventCtx) enterPullRequest(ctx context.Context) (bool, error) {
+	// The head's statuses are matched with the pull request under the
+	// commit's lock, taken before the (repository lock order).
+	if err := e.tx.LockCommit(ctx, e.ev.Repo, e.ev.PullRequest.HeadSHA); err != nil {
+		return false, err
+	}
 	if err := e.lock(ctx, e.ev.PullRequest.Number); err != nil {
 		return false, err
 	}

@@ -32,6 +32,11 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 	if !failing(st.State) {
 		return nil
 	}
+	// A push that makes this commit a pull request's head waits for this
+	// status, or this status for it (LockCommit).
+	if err := e.tx.LockCommit(ctx, e.ev.Repo, st.SHA); err != nil {
+		return err
+	}
 	pr, err := e.tx.OpenPullRequestByHead(ctx, e.ev.Repo, st.SHA)
 	if err != nil && !errors.Is(err, task.ErrNotFound) {
 		return err

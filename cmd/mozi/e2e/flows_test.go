@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +145,53 @@ func (w *world) checkRuns() {
 		}
 		f.Close()
 	}
+}
+
+// TestE2EFailureStatusAfterPushNeverMissed: a failing commit status posted
+// right after a push to a pull request's branch gives the author a
+// ci_failure task for that head, whichever of Gitea's two deliveries
+// (synchronized, status) mozi handles first or at the same time.
+func TestE2EFailureStatusAfterPushNeverMissed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{agents: []agentSpec{{name: "coder", role: "coder"}}})
+	coder := w.login("coder")
+	w.createIssue("Add a counter", "Please add a counter file.", coder)
+	w.waitTask("the assigned task", 2*time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
+	pr := w.pulls()[0]
+
+	// Gitea sends the status about 0.7 s before synchronized, and one
+	// hook's deliveries one at a time. The relay takes the status from
+	// Gitea at once and hands it to mozi only once synchronized is in
+	// mozi's inbox, after a delay that sweeps the time mozi takes to apply
+	// a push: the two deliveries are handled together, as they are when
+	// mozi's inbox has a backlog.
+	synced := make(chan struct{}, 1)
+	var delay atomic.Int64
+	w.relay.detachEvents("status")
+	w.relay.hooks(func(event string, _ []byte) {
+		if event == "status" {
+			select {
+			case <-synced:
+			case <-time.After(10 * time.Second):
+			}
+			time.Sleep(time.Duration(delay.Load()))
+		}
+	}, func(event string, _ int) {
+		if event == "pull_request_sync" {
+			synced <- struct{}{}
+		}
+	})
+	c := w.clone(w.agents["coder"].User)
+	const rounds = 20
+	for i := range rounds {
+		delay.Store(int64(time.Duration(i) * 2 * time.Millisecond))
+		sha := c.commitPush(pr.Head.Ref, "counter.txt", fmt.Sprintf("%d\n", i))
+		w.status(w.human, sha, "ci/test", "failure")
+		w.waitTask(fmt.Sprintf("round %d: the ci_failure task of %s", i, sha[:8]), time.Minute, task.StatusDone,
+			func(t task.Task) bool { return t.ActionType == task.ActionCIFailure && t.Meta.HeadSHA == sha })
+	}
+	failures := w.tasksWhere(isAction(task.ActionCIFailure, coder))
+	assert.Len(t, failures, rounds, describe(failures))
+	assert.Empty(t, w.relay.backgroundFailures())
+	w.checkRuns()
 }

@@ -78,6 +78,9 @@ type world struct {
 	env    []string
 	mozi   *moziProc
 	api    realgitea.Client
+	// relay receives Gitea's deliveries and forwards them to mozi.
+	relay  *relay
+	hooked bool
 }
 
 // agentUser is an agent's Gitea account and its home on this machine.
@@ -102,14 +105,14 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	}
 	ctx := context.Background()
 	w := &world{t: t, g: g, id: fmt.Sprintf("w%d%s", worldSeq.Add(1), randSuffix()), agents: map[string]*agentUser{},
-		secret: "e2e-secret-" + randSuffix(), api: g.Client}
+		secret: "e2e-secret-" + randSuffix(), api: g.Client, relay: newRelay(t)}
 	dir, err := os.MkdirTemp("", "mozi-e2e-"+w.id+"-")
 	require.NoError(t, err)
 	// Agents run as another user and must reach their homes below.
 	require.NoError(t, os.Chmod(dir, 0o755))
 	w.dir = dir
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("E2E_KEEP") == "" {
 			_ = os.RemoveAll(dir)
 		} else {
 			t.Logf("world files kept in %s", dir)
@@ -284,14 +287,18 @@ func (w *world) start() {
 			p.addr = m[1]
 		}
 	}
-	w.installHook()
+	w.relay.setTarget("http://" + p.addr + "/webhooks/gitea")
+	if !w.hooked {
+		w.installHook()
+		w.hooked = true
+	}
 }
 
-// installHook points the repository's webhook at the running mozi, the
+// installHook points the repository's webhook at the relay to mozi, the
 // way an operator does.
 func (w *world) installHook() {
 	w.t.Helper()
-	out, err := w.moziCommand("webhook", "install", "--config", w.cfg, "--url", "http://"+w.mozi.addr+"/webhooks/gitea")
+	out, err := w.moziCommand("webhook", "install", "--config", w.cfg, "--url", w.relay.URL())
 	require.NoError(w.t, err, out)
 }
 
@@ -314,6 +321,7 @@ func (w *world) stopMozi(sig syscall.Signal) {
 		return
 	}
 	w.mozi = nil
+	w.relay.setTarget("")
 	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
@@ -578,4 +586,65 @@ func (w *world) worktrees() []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// checkout is a clone of the world's repository on the test's side, acting
+// as a user (a person pushing, or CI).
+type checkout struct {
+	w   *world
+	dir string
+	u   realgitea.User
+}
+
+// clone clones the repository as u.
+func (w *world) clone(u realgitea.User) *checkout {
+	w.t.Helper()
+	c := &checkout{w: w, dir: filepath.Join(w.t.TempDir(), "clone"), u: u}
+	out, err := exec.Command("git", "clone", "-q", w.g.AuthCloneURL(w.repo, u), c.dir).CombinedOutput()
+	require.NoError(w.t, err, string(out))
+	return c
+}
+
+func (c *checkout) git(args ...string) string {
+	c.w.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME="+c.u.Login, "GIT_AUTHOR_EMAIL="+c.u.Login+"@example.test",
+		"GIT_COMMITTER_NAME="+c.u.Login, "GIT_COMMITTER_EMAIL="+c.u.Login+"@example.test")
+	out, err := cmd.CombinedOutput()
+	require.NoError(c.w.t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// commitPush commits a change to a file on branch and pushes it; it
+// returns the new head.
+func (c *checkout) commitPush(branch, file, content string) string {
+	c.w.t.Helper()
+	c.git("fetch", "-q", "origin")
+	c.git("checkout", "-q", "-B", branch, "origin/"+branch)
+	require.NoError(c.w.t, os.WriteFile(filepath.Join(c.dir, file), []byte(content), 0o644))
+	c.git("add", file)
+	c.git("commit", "-q", "-m", "Change "+file)
+	c.git("push", "-q", "origin", "HEAD:"+branch)
+	return c.git("rev-parse", "HEAD")
+}
+
+// waitHead waits until Gitea's pull request has head sha: Gitea has
+// then processed the push and sends its synchronized delivery.
+func (w *world) waitHead(pr int, sha string) {
+	w.t.Helper()
+	w.eventually(fmt.Sprintf("pull request #%d at %s", pr, sha[:8]), time.Minute, func() (bool, string) {
+		var p pull
+		w.call(w.human, http.MethodGet, fmt.Sprintf("/repos/%s/pulls/%d", w.repo, pr), nil, &p)
+		return p.Head.Sha == sha, p.Head.Sha
+	})
+}
+
+// status posts a commit status as u.
+func (w *world) status(u realgitea.User, sha, context, state string) {
+	w.t.Helper()
+	w.call(u, http.MethodPost, "/repos/"+w.repo+"/statuses/"+sha, map[string]any{
+		"context": context, "state": state, "description": context + " is " + state,
+		"target_url": w.g.URL + "/ci/" + sha,
+	}, nil)
 }

@@ -195,3 +195,114 @@ func TestE2EFailureStatusAfterPushNeverMissed(t *testing.T) {
 	assert.Empty(t, w.relay.backgroundFailures())
 	w.checkRuns()
 }
+
+// TestE2ESubIssuesThenRoundReview: sub-issues of a parent become tasks of
+// their assignee; once every sub-issue is closed (its pull request merged
+// by a person) the lead gets one round review of the parent, and answers
+// it there.
+func TestE2ESubIssuesThenRoundReview(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{agents: []agentSpec{
+		{name: "coder", role: "coder"},
+		{name: "lead", role: "lead", lead: true},
+	}})
+	coder, lead := w.login("coder"), w.login("lead")
+	parent := w.createIssue("Ship the widget", "The whole widget, in two parts.")
+	subs := []int{
+		w.createIssue(fmt.Sprintf("[widget][sub][parent #%d] Part one", parent), fmt.Sprintf("Parent: #%d\n\nThe first part.", parent), coder),
+		w.createIssue(fmt.Sprintf("[widget][sub][parent #%d] Part two", parent), fmt.Sprintf("Parent: #%d\n\nThe second part.", parent), coder),
+	}
+	for _, sub := range subs {
+		assigned := w.waitTask(fmt.Sprintf("sub-issue #%d's task", sub), 2*time.Minute, task.StatusReview,
+			func(t task.Task) bool { return t.ActionType == task.ActionIssueAssigned && t.IssueNumber == sub })
+		assert.Equal(t, parent, assigned.ParentIssue)
+		// No round while a sub-issue is open.
+		assert.Empty(t, w.tasksWhere(isAction(task.ActionRoundReview, "")))
+		w.call(w.human, "POST", fmt.Sprintf("/repos/%s/pulls/%d/merge", w.repo, assigned.PRNumber),
+			map[string]any{"Do": "merge"}, nil)
+	}
+	round := w.waitTask("the round review", 2*time.Minute, task.StatusDone, isAction(task.ActionRoundReview, lead))
+	assert.Equal(t, parent, round.IssueNumber)
+	reports := w.commentsBy(parent, lead)
+	require.Len(t, reports, 1)
+	assert.True(t, strings.HasPrefix(reports[0].Body, "[Action Report]"), reports[0].Body)
+	for _, tk := range w.tasksWhere(isAction(task.ActionIssueAssigned, coder)) {
+		assert.Equal(t, task.StatusDone, tk.Status, describe([]task.Task{tk}))
+	}
+	assert.Len(t, w.tasksWhere(isAction(task.ActionRoundReview, "")), 1)
+	w.checkRuns()
+}
+
+// TestE2EMentionChainStopsAtHopLimit: a person's @mention gives the agent a
+// task; agents mentioning each other continue the chain until
+// webhook.max_mention_hops, and the mention past it spawns nothing.
+func TestE2EMentionChainStopsAtHopLimit(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{
+		agents: []agentSpec{
+			{name: "ping", role: "coder", env: map[string]string{"E2E_MENTION": "{world}-pong"}},
+			{name: "pong", role: "coder", env: map[string]string{"E2E_MENTION": "{world}-ping"}},
+		},
+		tune: func(cfg map[string]any) { section(cfg, "webhook")["max_mention_hops"] = 2 },
+	})
+	ping, pong := w.login("ping"), w.login("pong")
+	issue := w.createIssue("Talk it over", "Two agents discuss.")
+	w.call(w.human, "POST", fmt.Sprintf("/repos/%s/issues/%d/comments", w.repo, issue),
+		map[string]any{"body": fmt.Sprintf("@%s what do you think?", ping)}, nil)
+
+	w.eventually("the chain stopped at the hop limit", 2*time.Minute, func() (bool, string) {
+		mentions, err := w.store.Mentions(t.Context(), w.repo, issue)
+		require.NoError(t, err)
+		for _, m := range mentions {
+			if m.Outcome == "hop_limit" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v; tasks:%s", mentions, describe(w.tasks()))
+	})
+	var chain []string
+	for _, tk := range w.tasksWhere(isAction(task.ActionMention, "")) {
+		assert.Equal(t, task.StatusDone, tk.Status, describe([]task.Task{tk}))
+		chain = append(chain, fmt.Sprintf("%s@%d", tk.Agent, tk.HopCount))
+	}
+	assert.Equal(t, []string{ping + "@0", pong + "@1", ping + "@2"}, chain)
+	assert.Len(t, w.commentsBy(issue, ping), 2)
+	assert.Len(t, w.commentsBy(issue, pong), 1)
+	w.checkRuns()
+}
+
+// TestE2EDiscussionAfterGrace: an issue nobody is assigned to is offered to
+// every agent once webhook.discussion_grace is over; an issue assigned at
+// once is not.
+func TestE2EDiscussionAfterGrace(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{
+		agents: []agentSpec{{name: "coder", role: "coder"}, {name: "reviewer", role: "reviewer"}},
+		tune:   func(cfg map[string]any) { section(cfg, "webhook")["discussion_grace"] = "3s" },
+	})
+	coder, reviewer := w.login("coder"), w.login("reviewer")
+	open := w.createIssue("What should we build next?", "Ideas welcome.")
+	assigned := w.createIssue("Fix the typo", "In the README.", coder)
+
+	w.eventually("both agents discussed", 2*time.Minute, func() (bool, string) {
+		list := w.tasksWhere(isAction(task.ActionDiscussion, ""))
+		done := 0
+		for _, tk := range list {
+			if tk.Status == task.StatusDone {
+				done++
+			}
+		}
+		return done == 2, describe(w.tasks())
+	})
+	agents := map[string]int{}
+	for _, tk := range w.tasksWhere(isAction(task.ActionDiscussion, "")) {
+		assert.Equal(t, open, tk.IssueNumber)
+		agents[tk.Agent]++
+	}
+	assert.Equal(t, map[string]int{coder: 1, reviewer: 1}, agents)
+	assert.Len(t, w.commentsBy(open, coder), 1)
+	assert.Len(t, w.commentsBy(open, reviewer), 1)
+	w.waitTask("the assigned issue's task", time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
+	assert.Empty(t, w.tasksWhere(func(t task.Task) bool { return t.IssueNumber == assigned && t.ActionType == task.ActionDiscussion }))
+	w.checkRuns()
+}

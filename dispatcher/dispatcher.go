@@ -312,7 +312,7 @@ func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFu
 
 func (d *Dispatcher) release(t task.Task) {
 	if _, err := d.store.Apply(context.Background(), t.ID, task.EventRelease,
-		repository.Change{Error: "not started: mozi was shutting down"}); err != nil {
+		repository.Change{Error: "not started: mozi was shutting down", HeldFor: task.HeldForShutdown}); err != nil {
 		d.cfg.Logger.Error("claimed task not released", "task_id", t.ID, "error", err)
 	}
 }
@@ -347,11 +347,11 @@ func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 		}
 		return false
 	}
-	hold := func(reason, why string, wait time.Duration) bool {
+	hold := func(reason, why string, heldFor task.HoldReason, wait time.Duration) bool {
 		log.Info("guardrail: task waits", "guardrail", reason, "reason", why, "wait", wait.Round(time.Second).String())
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
 		if _, err := d.store.Apply(bg, t.ID, task.EventRelease, repository.Change{
-			NotBefore: d.cfg.Now().Add(wait), Error: why}); err != nil {
+			NotBefore: d.cfg.Now().Add(wait), Error: why, HeldFor: heldFor}); err != nil {
 			log.Error("task not released", "error", err)
 		}
 		return false
@@ -370,27 +370,31 @@ func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 	}
 	perIssue, perAgent, err := d.store.SpawnCounts(ctx, t.Repo, t.IssueNumber, t.Agent, d.cfg.Now().Add(-24*time.Hour))
 	if err != nil {
-		return hold("error", err.Error(), task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("error", err.Error(), task.HeldForDatabase, task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	if t.IssueNumber > 0 && perIssue >= d.cfg.SpawnsPerIssuePerDay {
-		return hold("issue_budget", fmt.Sprintf("%d spawns on this issue in 24h (budget %d)", perIssue, d.cfg.SpawnsPerIssuePerDay), time.Hour)
+		return hold("issue_budget", fmt.Sprintf("%d spawns on this issue in 24h (budget %d)", perIssue, d.cfg.SpawnsPerIssuePerDay),
+			task.HeldForBudget, time.Hour)
 	}
 	if perAgent >= d.cfg.SpawnsPerAgentPerDay {
-		return hold("agent_budget", fmt.Sprintf("%d spawns of %s in 24h (budget %d)", perAgent, t.Agent, d.cfg.SpawnsPerAgentPerDay), time.Hour)
+		return hold("agent_budget", fmt.Sprintf("%d spawns of %s in 24h (budget %d)", perAgent, t.Agent, d.cfg.SpawnsPerAgentPerDay),
+			task.HeldForBudget, time.Hour)
 	}
 	depCtx, cancel := context.WithTimeout(ctx, d.cfg.GuardTimeout)
 	blocker, err := d.openDependency(depCtx, t)
 	cancel()
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return hold("shutdown", "mozi is shutting down", 0)
+		return hold("shutdown", "mozi is shutting down", task.HeldForShutdown, 0)
 	case errors.Is(err, context.DeadlineExceeded):
 		return hold("dependencies", fmt.Sprintf("dependencies unknown: Gitea did not answer within %s", d.cfg.GuardTimeout),
-			task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+			task.HeldForGitea, task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	case err != nil:
-		return hold("dependencies", "dependencies unknown: "+err.Error(), task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("dependencies", "dependencies unknown: "+err.Error(), task.HeldForGitea,
+			task.Backoff(t.Holds+1, d.cfg.HoldBase, d.cfg.HoldMax))
 	case blocker > 0:
-		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), task.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
+		return hold("dependencies", fmt.Sprintf("waits for #%d", blocker), task.HeldForDependency,
+			task.Backoff(t.Holds+1, 4*d.cfg.HoldBase, d.cfg.HoldMax))
 	}
 	return true
 }

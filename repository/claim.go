@@ -208,6 +208,17 @@ func (s *Store) RescueExpired(ctx context.Context) ([]task.Task, error) {
 	return tasks, err
 }
 
+// WakeHeld makes the tasks held for reason due now (the Gitea outage they
+// waited out is over) and returns how many.
+func (q *Queries) WakeHeld(ctx context.Context, reason task.HoldReason) (int, error) {
+	tag, err := q.db.Exec(ctx, `UPDATE task_state SET not_before = now(), updated_at = now()
+		WHERE status = 'pending' AND held_for = $1 AND not_before > now()`, string(reason))
+	if err != nil {
+		return 0, fmt.Errorf("wake tasks held for %s: %w", reason, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // RunningByAgent counts live runs (unexpired leases) per agent.
 func (q *Queries) RunningByAgent(ctx context.Context) (map[string]int, error) {
 	rows, err := q.db.Query(ctx, `SELECT agent, count(*) FROM task_state

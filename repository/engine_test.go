@@ -289,3 +289,33 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	assert.Equal(t, 1500*time.Millisecond, got.Duration)
 	assert.InDelta(t, 0.42, got.CostUSD, 1e-9)
 }
+
+// TestWakeHeldWakesOnlyTasksHeldForThatReason: the end of a Gitea outage
+// makes the tasks held for Gitea due, not those waiting for a budget or a
+// dependency.
+func TestWakeHeldWakesOnlyTasksHeldForThatReason(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	held := map[task.HoldReason]int64{}
+	for i, reason := range []task.HoldReason{task.HeldForGitea, task.HeldForBudget, task.HeldForDependency} {
+		tk, err := store.CreateTask(ctx, newTask(i+1))
+		require.NoError(t, err)
+		_, err = store.Apply(ctx, tk.ID, task.EventClaim, repository.Change{LeaseOwner: "r1"})
+		require.NoError(t, err)
+		res, err := store.Apply(ctx, tk.ID, task.EventRelease, repository.Change{NotBefore: later, Error: "held", HeldFor: reason})
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		held[reason] = tk.ID
+	}
+	n, err := store.WakeHeld(ctx, task.HeldForGitea)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	for reason, id := range held {
+		tk, err := store.Task(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, reason, tk.HeldFor)
+		assert.Equal(t, reason == task.HeldForGitea, !tk.NotBefore.After(time.Now()), "%s: not_before %s", reason, tk.NotBefore)
+	}
+}

@@ -18,6 +18,7 @@ type Change struct {
 	LeaseOwner string
 	LeaseTTL   time.Duration // claim: how long the lease lasts (default 1m)
 	NotBefore  time.Time     // retry, release: when the task may run again (zero: now)
+	HeldFor    task.HoldReason // release: what the task waits for
 	PRNumber   int           // open_review: the pull request (0: keep)
 	Attempt    int           // reclaim: the run being recorded (its task's dispatch_count)
 	Error      string        // retry, release, fail, cancel: why
@@ -54,7 +55,7 @@ var effects = map[task.Event]effect{
 	task.EventStart: {
 		// An earlier hold's or retry's reason is history once a run starts
 		// (each attempt keeps its own error).
-		set:   `, heartbeat_at = now(), holds = 0, last_error = ''`,
+		set:   `, heartbeat_at = now(), holds = 0, held_for = '', last_error = ''`,
 		guard: ` AND t.lease_owner IS NOT DISTINCT FROM $3`,
 		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner)} },
 	},
@@ -62,8 +63,8 @@ var effects = map[task.Event]effect{
 		// Not a run: the claim's dispatch is given back, so a task held
 		// through a long Gitea outage never reaches the dispatch guardrail.
 		set: clearLease + `, not_before = COALESCE($3, now()), last_error = $4,
-			dispatch_count = GREATEST(t.dispatch_count - 1, 0), holds = t.holds + 1`,
-		args: func(c Change) []any { return []any{nullTime(c.NotBefore), c.Error} },
+			dispatch_count = GREATEST(t.dispatch_count - 1, 0), holds = t.holds + 1, held_for = $5`,
+		args: func(c Change) []any { return []any{nullTime(c.NotBefore), c.Error, string(c.HeldFor)} },
 	},
 	task.EventOpenReview: {
 		set:  `, pr_number = COALESCE($3, t.pr_number)`,

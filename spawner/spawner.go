@@ -163,7 +163,7 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 	in, err := s.prompts.Gather(ctx, t)
 	if err != nil {
 		// Gitea down, issue unreadable: the task waits, nothing is lost.
-		s.hold(bg, log, t, fmt.Sprintf("%v: %v", errPromptUnavailable, err))
+		s.hold(bg, log, t, fmt.Sprintf("%v: %v", errPromptUnavailable, err), task.HeldForGitea)
 		return
 	}
 	r, err := s.prepare(ctx, t, agent, in)
@@ -183,7 +183,7 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 	if err != nil {
 		// The database did not answer: give the claim back (it was not a
 		// run) rather than leave it to expire and count as a dispatch.
-		s.hold(bg, log, t, "not started: "+err.Error())
+		s.hold(bg, log, t, "not started: "+err.Error(), task.HeldForDatabase)
 		return
 	}
 	if !started {
@@ -204,10 +204,13 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 
 // hold puts the task back without counting a run: it waits for something
 // outside it (Gitea, a branch another run uses).
-func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t task.Task, why string) {
+func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t task.Task, why string, heldFor task.HoldReason) {
 	wait := task.Backoff(t.Holds+1, s.cfg.HoldBase, s.cfg.HoldMax)
+	if heldFor == task.HeldForShutdown {
+		wait = 0
+	}
 	log.Warn("task cannot start yet, it waits", "reason", why, "wait", wait.Round(time.Second).String())
-	s.apply(ctx, log, t, task.EventRelease, repository.Change{NotBefore: time.Now().Add(wait), Error: why})
+	s.apply(ctx, log, t, task.EventRelease, repository.Change{NotBefore: time.Now().Add(wait), Error: why, HeldFor: heldFor})
 }
 
 // failNow fails a task that no retry can help, with its one comment.
@@ -236,9 +239,11 @@ func (s *Spawner) prepareFailed(ctx context.Context, log *slog.Logger, t task.Ta
 	why := "workspace: " + err.Error()
 	switch {
 	case errors.Is(err, context.Canceled):
-		s.hold(ctx, log, t, "not started: mozi is shutting down")
-	case errors.Is(err, workspace.ErrUnreachable), errors.Is(err, workspace.ErrBranchBusy):
-		s.hold(ctx, log, t, why)
+		s.hold(ctx, log, t, "not started: mozi is shutting down", task.HeldForShutdown)
+	case errors.Is(err, workspace.ErrUnreachable):
+		s.hold(ctx, log, t, why, task.HeldForGitea)
+	case errors.Is(err, workspace.ErrBranchBusy):
+		s.hold(ctx, log, t, why, task.HeldForBranch)
 	case errors.Is(err, workspace.ErrBranchGone):
 		s.failNow(ctx, log, t, why)
 	default: // no access, no repository, disk full: an operator may fix it meanwhile

@@ -55,7 +55,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func()) (*engine, error) {
 	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID()}
 	if cfg.Gitea.URL != "" {
-		g, err := newGiteaClient(cfg, logger, reg)
+		g, err := newGiteaClient(cfg, logger, reg, en.giteaRecovered)
 		if err != nil {
 			return nil, err
 		}
@@ -99,6 +99,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
 		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
+		HoldBase: cfg.Dispatcher.HoldBase, HoldMax: cfg.Dispatcher.HoldMax,
 		TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
 		Logger: logger, Metrics: spawner.NewMetrics(reg), Notifier: notifier,
 		Workspaces: workspaces, Sandbox: rt.sandbox, SandboxErr: rt.sandboxErr, RunAs: rt.runAs, Hide: rt.hide,
@@ -107,6 +108,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,
 		LeaseTTL: cfg.Dispatcher.LeaseTTL, PollInterval: cfg.Dispatcher.PollInterval,
 		SpawnsPerIssuePerDay: cfg.Dispatcher.SpawnsPerIssuePerDay, SpawnsPerAgentPerDay: cfg.Dispatcher.SpawnsPerAgentPerDay,
+		HoldBase: cfg.Dispatcher.HoldBase, HoldMax: cfg.Dispatcher.HoldMax,
 		MaxHops: cfg.Webhook.MaxMentionHops, Notifier: notifier, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
 	}, store, en.reader, en.spawner)
 	var (
@@ -160,6 +162,7 @@ func (en *engine) start() (stop func()) {
 	wg.Go(func() { en.recordLeftovers(claimCtx) })
 	if en.gitea != nil {
 		wg.Go(func() { en.checkGiteaToken(claimCtx) })
+		wg.Go(func() { en.gitea.WatchOutages(claimCtx, gitea.DefaultProbeEvery) })
 	}
 	if en.workspaces != nil {
 		wg.Go(func() { en.sweepWorkspaces(claimCtx) })
@@ -183,6 +186,24 @@ func (en *engine) start() (stop func()) {
 			<-done
 		}
 		killRuns()
+	}
+}
+
+// giteaRecovered makes the tasks held through a Gitea outage due at once:
+// they need not wait out their backoff once Gitea answers.
+func (en *engine) giteaRecovered() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := en.store.WakeHeld(ctx, task.HeldForGitea)
+	if err != nil {
+		en.logger.Warn("tasks held through the Gitea outage not woken: they wait out their hold", "error", err)
+		return
+	}
+	if n > 0 {
+		en.logger.Info("Gitea answers again: tasks held for it are due now", "tasks", n)
+		if en.dispatcher != nil {
+			en.dispatcher.Wake()
+		}
 	}
 }
 

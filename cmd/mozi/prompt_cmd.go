@@ -92,7 +92,7 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	}
 	var client *gitea.Client
 	if cfg.Gitea.URL != "" {
-		if client, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil); err != nil {
+		if client, err = newGiteaClient(cfg, newCLILogger(cfg.Log, e.stderr), nil, nil); err != nil {
 			return nil, err
 		}
 	}

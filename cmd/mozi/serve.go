@@ -283,9 +283,12 @@ func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
 }
 
 // newGiteaClient builds mozi's Gitea API client from the configuration.
-func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*gitea.Client, error) {
+// onRecovered (may be nil) is called when Gitea answers again after an
+// outage.
+func newGiteaClient(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer, onRecovered func()) (*gitea.Client, error) {
 	return gitea.New(gitea.Config{
 		URL: cfg.Gitea.URL, Token: cfg.Gitea.Token.Value(), Timeout: cfg.Gitea.Timeout,
 		RatePerSecond: cfg.Gitea.RatePerSecond, Burst: cfg.Gitea.Burst, Logger: logger, Registerer: reg,
+		OnRecovered: onRecovered,
 	})
 }

@@ -75,7 +75,7 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 	if len(scopes) == 0 {
 		return usagef("name the repositories: --repo OWNER/NAME (or list them in gitea.repos), or --org ORG")
 	}
-	g, err := newGiteaClient(cfg, slog.New(slog.DiscardHandler), nil)
+	g, err := newGiteaClient(cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	// Transport is the underlying HTTP transport (default: a clone of
 	// http.DefaultTransport); tests inject fakes.
 	Transport http.RoundTripper
+	// OnRecovered is called (in its own goroutine) when Gitea answers
+	// again after an outage: what waited for it may go on at once.
+	OnRecovered func()
 }
 
 // Client is mozi's client of the Gitea API: one long-lived HTTP client with
@@ -52,6 +55,7 @@ type Client struct {
 	url   string
 	token string
 	http  *http.Client
+	tr    *transport
 }
 
 // New builds the client. It makes no request.
@@ -82,10 +86,41 @@ func New(cfg Config) (*Client, error) {
 		next: next, limiter: rate.NewLimiter(rate.Limit(cfg.RatePerSecond), cfg.Burst),
 		timeout: cfg.Timeout, maxAttempts: cfg.MaxAttempts, backoffBase: 500 * time.Millisecond,
 		backoffMax: 30 * time.Second, logger: cfg.Logger, metrics: newMetrics(cfg.Registerer),
-		sleep: sleepCtx,
+		sleep: sleepCtx, onRecovered: cfg.OnRecovered,
 	}
 	return &Client{url: strings.TrimSuffix(cfg.URL, "/"), token: cfg.Token,
-		http: &http.Client{Transport: tr}}, nil
+		http: &http.Client{Transport: tr}, tr: tr}, nil
+}
+
+// Down reports whether Gitea's last answer was no answer (an outage).
+func (g *Client) Down() bool {
+	g.tr.mu.Lock()
+	defer g.tr.mu.Unlock()
+	return !g.tr.downSince.IsZero()
+}
+
+// DefaultProbeEvery is how often WatchOutages asks Gitea during an outage.
+const DefaultProbeEvery = 2 * time.Second
+
+// WatchOutages asks Gitea its version every probe interval while it is
+// down, until ctx ends: the outage's end is noticed (and OnRecovered
+// called) within seconds, not at the next call some job happens to make.
+func (g *Client) WatchOutages(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = DefaultProbeEvery
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if g.Down() {
+			probe, cancel := context.WithTimeout(ctx, every)
+			_, _ = g.ServerVersion(probe)
+			cancel()
+		}
+	}
 }
 
 // URL is Gitea's base URL.

@@ -215,3 +215,44 @@ func TestEndpointLabelsAreBounded(t *testing.T) {
 		assert.Equal(t, want, endpoint(path), path)
 	}
 }
+
+// TestGiteaRecoveryIsNoticedWithoutOtherCalls: during an outage the
+// watcher asks Gitea until it answers, and says so once.
+func TestGiteaRecoveryIsNoticedWithoutOtherCalls(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	var down atomic.Bool
+	down.Store(true)
+	srv.Fail = func(w http.ResponseWriter, _ *http.Request) bool {
+		if down.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return true
+		}
+		return false
+	}
+	recovered := make(chan struct{}, 4)
+	g, err := New(Config{URL: srv.URL, Token: giteatest.Token, Timeout: 300 * time.Millisecond,
+		RatePerSecond: 1000, Burst: 1000, OnRecovered: func() { recovered <- struct{}{} }})
+	require.NoError(t, err)
+	g.http.Transport.(*transport).sleep = func(context.Context, time.Duration) error { return nil }
+	_, err = g.FetchIssue(context.Background(), "acme/widget", 3)
+	require.Error(t, err)
+	require.True(t, g.Down())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.WatchOutages(ctx, 10*time.Millisecond)
+	down.Store(false) // nobody but the watcher calls Gitea now
+	select {
+	case <-recovered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the recovery was not noticed")
+	}
+	assert.False(t, g.Down())
+	select {
+	case <-recovered:
+		t.Fatal("one recovery reported twice")
+	default:
+	}
+}

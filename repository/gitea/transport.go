@@ -34,6 +34,7 @@ type transport struct {
 	logger      *slog.Logger
 	metrics     *metrics
 	sleep       func(ctx context.Context, d time.Duration) error
+	onRecovered func()
 
 	mu        sync.Mutex
 	downSince time.Time // zero while Gitea answers
@@ -265,6 +266,9 @@ func (t *transport) observeOutcome(resp *http.Response, err error, ep string) {
 		t.logger.Info("Gitea API available again", "outage", time.Since(t.downSince).Round(time.Second).String())
 		t.downSince = time.Time{}
 		t.metrics.up.Set(1)
+		if t.onRecovered != nil {
+			go t.onRecovered()
+		}
 	}
 }
 

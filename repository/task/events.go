@@ -71,6 +71,19 @@ func (e Event) Transition() (Transition, bool) {
 	return tr, ok
 }
 
+// HoldReason says what a held task waits for.
+type HoldReason string
+
+// Hold reasons.
+const (
+	HeldForGitea      HoldReason = "gitea"      // Gitea (its API or git) did not answer
+	HeldForDatabase   HoldReason = "database"   // the database did not answer
+	HeldForDependency HoldReason = "dependency" // an issue it depends on is open
+	HeldForBudget     HoldReason = "budget"     // a spawn budget is spent
+	HeldForBranch     HoldReason = "branch"     // another run has its branch checked out
+	HeldForShutdown   HoldReason = "shutdown"   // mozi stopped before it started
+)
+
 // ErrLeaseLost is the cause of a run's context ending because its task's
 // lease was lost: the task finished in Gitea meanwhile, or another runner
 // took it over after this one stopped renewing it.

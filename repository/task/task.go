@@ -221,6 +221,7 @@ type Task struct {
 	RetryCount     int
 	DispatchCount  int // claims that were not given back: runs, and runs whose runner was lost
 	Holds          int // consecutive claims given back without a run (see EventRelease)
+	HeldFor        HoldReason // why the last hold waits ("" when not held)
 	MaxRetries     int
 	Priority       int
 	DependsOn      []int

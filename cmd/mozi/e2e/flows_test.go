@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moziplus/mozi/repository/gitea/realgitea"
 	"github.com/moziplus/mozi/repository/task"
 )
 
@@ -304,5 +305,63 @@ func TestE2EDiscussionAfterGrace(t *testing.T) {
 	assert.Len(t, w.commentsBy(open, reviewer), 1)
 	w.waitTask("the assigned issue's task", time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
 	assert.Empty(t, w.tasksWhere(func(t task.Task) bool { return t.IssueNumber == assigned && t.ActionType == task.ActionDiscussion }))
+	w.checkRuns()
+}
+
+// TestE2EGiteaOutageTasksRunOnceAfter: while mozi cannot reach Gitea (its
+// API and git), assignments keep arriving; their tasks wait without
+// failing or spending retries, and once Gitea answers again each runs
+// once, within seconds.
+func TestE2EGiteaOutageTasksRunOnceAfter(t *testing.T) {
+	t.Parallel()
+	g := realgitea.Shared(t)
+	proxy := newGiteaProxy(t, g.URL)
+	w := newWorld(t, worldOptions{gitea: g, giteaURL: proxy.URL(),
+		agents: []agentSpec{{name: "coder1", role: "coder"}, {name: "coder2", role: "coder"}}})
+	coder1, coder2 := w.login("coder1"), w.login("coder2")
+	proxy.setDown(true)
+	issues := []int{
+		w.createIssue("First job", "One.", coder1),
+		w.createIssue("Second job", "Two.", coder1),
+		w.createIssue("Third job", "Three.", coder2),
+	}
+	w.eventually("every task held at least once", time.Minute, func() (bool, string) {
+		tasks := w.tasksWhere(isAction(task.ActionIssueAssigned, ""))
+		held := 0
+		for _, tk := range tasks {
+			if tk.Holds > 0 || tk.LastError != "" {
+				held++
+			}
+		}
+		return len(tasks) == len(issues) && held == len(issues), describe(tasks)
+	})
+	time.Sleep(15 * time.Second) // the outage goes on
+	for _, tk := range w.tasks() {
+		assert.Contains(t, []task.Status{task.StatusPending, task.StatusClaimed}, tk.Status, describe([]task.Task{tk}))
+	}
+	proxy.setDown(false)
+	back := time.Now()
+
+	w.eventually("every task in review, its run recorded", 3*time.Minute, func() (bool, string) {
+		tasks := w.tasksWhere(isAction(task.ActionIssueAssigned, ""))
+		return len(tasks) == 3 && !slices.ContainsFunc(tasks, func(t task.Task) bool {
+			return t.Status != task.StatusReview || t.LeaseOwner != ""
+		}), describe(tasks)
+	})
+	first := time.Time{}
+	for _, tk := range w.tasks() {
+		assert.Equal(t, 1, tk.DispatchCount, describe([]task.Task{tk}))
+		assert.Equal(t, 0, tk.RetryCount, describe([]task.Task{tk}))
+		attempts, err := w.store.Attempts(t.Context(), tk.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		assert.Equal(t, "succeeded", attempts[0].Outcome)
+		if first.IsZero() || attempts[0].StartedAt.Before(first) {
+			first = attempts[0].StartedAt
+		}
+	}
+	t.Logf("first agent started %s after Gitea came back", first.Sub(back).Round(time.Millisecond))
+	assert.Less(t, first.Sub(back), 10*time.Second, "held tasks must start within seconds of Gitea's return")
+	assert.Len(t, w.pulls(), 3)
 	w.checkRuns()
 }

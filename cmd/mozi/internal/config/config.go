@@ -181,6 +181,12 @@ type Dispatcher struct {
 	// MaxRetries of new tasks: failed runs retried before the task fails
 	// (default 2).
 	MaxRetries *int `yaml:"max_retries"`
+	// HoldBase and HoldMax shape the wait of a task held for a reason
+	// outside it — Gitea unreachable, a dependency open, a branch in use —
+	// doubling per consecutive hold (defaults 15s and 10m). Tasks held for
+	// Gitea start as soon as it answers again, whatever their wait.
+	HoldBase time.Duration `yaml:"hold_base"`
+	HoldMax  time.Duration `yaml:"hold_max"`
 }
 
 // Spawner configures agent processes.
@@ -533,6 +539,8 @@ func (c *Config) applyDefaults() {
 	d.PollInterval = cmp.Or(d.PollInterval, dispatcher.DefaultPollInterval)
 	d.SpawnsPerIssuePerDay = cmp.Or(d.SpawnsPerIssuePerDay, dispatcher.DefaultSpawnsPerIssuePerDay)
 	d.SpawnsPerAgentPerDay = cmp.Or(d.SpawnsPerAgentPerDay, dispatcher.DefaultSpawnsPerAgentPerDay)
+	d.HoldBase = cmp.Or(d.HoldBase, dispatcher.DefaultHoldBase)
+	d.HoldMax = cmp.Or(d.HoldMax, dispatcher.DefaultHoldMax)
 	if d.MaxRetries == nil {
 		n := task.DefaultMaxRetries
 		d.MaxRetries = &n
@@ -765,6 +773,7 @@ func (c *Config) validateWebhook(p *problems) {
 func (c *Config) validateEngine(p *problems) {
 	d, sp, tk := c.Dispatcher, c.Spawner, c.Ticker
 	for _, k := range []durationKey{{"dispatcher.lease_ttl", d.LeaseTTL}, {"dispatcher.poll_interval", d.PollInterval},
+		{"dispatcher.hold_base", d.HoldBase}, {"dispatcher.hold_max", d.HoldMax},
 		{"spawner.kill_grace", sp.KillGrace}, {"spawner.shutdown_grace", sp.ShutdownGrace},
 		{"spawner.retry_base", sp.RetryBase}, {"spawner.retry_max", sp.RetryMax},
 		{"ticker.leader_ttl", tk.LeaderTTL}, {"ticker.sweep_every", tk.SweepEvery},
@@ -776,6 +785,9 @@ func (c *Config) validateEngine(p *problems) {
 	}
 	if d.LeaseTTL < 3*time.Second {
 		p.add("dispatcher.lease_ttl", "must be at least 3s (heartbeats renew it every third), got %s", d.LeaseTTL)
+	}
+	if d.HoldMax < d.HoldBase {
+		p.add("dispatcher.hold_max", "must not be less than dispatcher.hold_base (%s), got %s", d.HoldBase, d.HoldMax)
 	}
 	if n := *d.MaxRetries; n < 0 || n > 100 {
 		p.add("dispatcher.max_retries", "must be between 0 and 100, got %d", n)

@@ -16,12 +16,12 @@ type Change struct {
 	// LeaseOwner names the runner (claim); for start and interrupt the
 	// transition only happens while this runner holds the lease.
 	LeaseOwner string
-	LeaseTTL   time.Duration // claim: how long the lease lasts (default 1m)
-	NotBefore  time.Time     // retry, release: when the task may run again (zero: now)
+	LeaseTTL   time.Duration   // claim: how long the lease lasts (default 1m)
+	NotBefore  time.Time       // retry, release: when the task may run again (zero: now)
 	HeldFor    task.HoldReason // release: what the task waits for
-	PRNumber   int           // open_review: the pull request (0: keep)
-	Attempt    int           // reclaim: the run being recorded (its task's dispatch_count)
-	Error      string        // retry, release, fail, cancel: why
+	PRNumber   int             // open_review: the pull request (0: keep)
+	Attempt    int             // reclaim: the run being recorded (its task's dispatch_count)
+	Error      string          // retry, release, fail, cancel: why
 }
 
 // Result says whether a transition happened and what the status was when

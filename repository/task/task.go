@@ -219,8 +219,8 @@ type Task struct {
 	Agent          string       // Gitea login of the agent to spawn
 	Status         Status
 	RetryCount     int
-	DispatchCount  int // claims that were not given back: runs, and runs whose runner was lost
-	Holds          int // consecutive claims given back without a run (see EventRelease)
+	DispatchCount  int        // claims that were not given back: runs, and runs whose runner was lost
+	Holds          int        // consecutive claims given back without a run (see EventRelease)
 	HeldFor        HoldReason // why the last hold waits ("" when not held)
 	MaxRetries     int
 	Priority       int

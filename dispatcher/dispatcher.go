@@ -9,11 +9,13 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +38,8 @@ type Store interface {
 	ClaimTasks(ctx context.Context, req repository.ClaimRequest) ([]task.Task, error)
 	Apply(ctx context.Context, id int64, ev task.Event, c repository.Change) (repository.Result, error)
 	SpawnCounts(ctx context.Context, repo string, issue int, agent string, since time.Time) (int, int, error)
-	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error)
-	Task(ctx context.Context, id int64) (task.Task, error)
+	Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (repository.LeaseState, error)
+	DropLease(ctx context.Context, id int64, owner string) error
 }
 
 // IssueSource answers the dependency guardrail (gitea.IssueReader).
@@ -119,6 +121,10 @@ type Dispatcher struct {
 	running atomic.Int64 // tasks in guard or handler
 	busy    atomic.Int64 // tasks claimed and not finished, queued ones included
 	wg      sync.WaitGroup
+
+	// kicks make a run's lease keeper look at its task now (it ended).
+	mu    sync.Mutex
+	kicks map[int64]chan struct{}
 }
 
 // New builds a dispatcher; issues may be nil (no dependency guardrail).
@@ -160,7 +166,36 @@ func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatch
 		cfg.Now = time.Now
 	}
 	return &Dispatcher{cfg: cfg, store: store, issues: issues, handler: handler,
-		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), kicks: map[int64]chan struct{}{}}
+}
+
+// TaskEnded tells the run of task id, if this dispatcher runs it, that the
+// task became terminal (repository.TaskEndedChannel): its lease keeper
+// looks at once and stops the agent if someone else ended the task. It
+// never blocks.
+func (d *Dispatcher) TaskEnded(id int64) {
+	d.mu.Lock()
+	kick := d.kicks[id]
+	d.mu.Unlock()
+	if kick != nil {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// NotificationsLost makes every running task's lease keeper look at its
+// task now: an end notified while the listener was away is not missed.
+func (d *Dispatcher) NotificationsLost() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, kick := range d.kicks {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Wake asks for a claim now. It never blocks.
@@ -254,21 +289,41 @@ func (d *Dispatcher) work(claimCtx, runCtx context.Context, queue <-chan task.Ta
 func (d *Dispatcher) runClaimed(runCtx context.Context, t task.Task) {
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
+	kick := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.kicks[t.ID] = kick
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.kicks, t.ID)
+		d.mu.Unlock()
+	}()
 	var wg sync.WaitGroup
-	wg.Go(func() { d.keepLease(ctx, cancel, t) })
+	wg.Go(func() { d.keepLease(ctx, cancel, t, kick) })
 	if d.guard(ctx, t) {
 		d.handler.Handle(ctx, t)
 	}
 	cancel(nil)
 	wg.Wait()
+	// A task that moved before its agent started (or whose run could not
+	// be recorded) may still carry this runner's lease: it runs nothing.
+	if err := d.store.DropLease(context.WithoutCancel(ctx), t.ID, d.cfg.Owner); err != nil {
+		d.cfg.Logger.Warn("lease not dropped; it expires by itself", "task_id", t.ID, "error", err)
+	}
 }
 
-// keepLease renews the task's lease every third of its TTL until ctx ends.
+// keepLease renews the task's lease every third of its TTL until ctx ends,
+// and at once when kicked (the task ended). It stops the agent when
+// someone other than the agent ended the task (a merge, a close, an
+// operator): an agent whose own review or report ended it may finish. The
+// run keeps its lease (and so its agent's slot) until its outcome is
+// recorded, whatever happened to the task.
+//
 // When no renewal has succeeded for a whole TTL (the database is out of
-// reach), the lease may have expired and another runner may have rescued
-// and started the task: the run stops rather than become a second writer
-// on the task's branch.
-func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t task.Task) {
+// reach), another runner may take the task over if this one is thought
+// dead: the run stops rather than become a second writer on the task's
+// branch.
+func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t task.Task, kick <-chan struct{}) {
 	beat := time.NewTicker(d.cfg.LeaseTTL / 3)
 	defer beat.Stop()
 	bg := context.WithoutCancel(ctx)
@@ -279,12 +334,13 @@ func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFu
 		case <-ctx.Done():
 			return
 		case <-beat.C:
+		case <-kick:
 		}
 		beatCtx, stop := context.WithTimeout(bg, d.cfg.LeaseTTL/3)
-		held, err := d.store.Heartbeat(beatCtx, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
+		st, err := d.store.Heartbeat(beatCtx, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
 		stop()
 		if ctx.Err() != nil {
-			return // the run ended meanwhile and gave the lease up itself
+			return // the run ended meanwhile
 		}
 		if err != nil {
 			if time.Since(renewed) >= d.cfg.LeaseTTL {
@@ -296,17 +352,18 @@ func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFu
 			log.Warn("heartbeat failed, will try again", "error", err)
 			continue
 		}
-		if held {
-			renewed = time.Now()
-			continue
+		if !st.Held {
+			log.Error("lease lost: another runner holds the task, stopping the agent", "status", st.Status)
+			cancel(task.ErrLeaseLost)
+			return
 		}
-		if cur, err := d.store.Task(bg, t.ID); err == nil && cur.Status.Terminal() {
-			log.Info("task ended in Gitea while its agent ran: stopping the agent", "status", cur.Status)
-		} else {
-			log.Error("lease lost: stopping the agent")
+		renewed = time.Now()
+		if st.Status.Terminal() && !strings.EqualFold(st.EndedBy, t.Agent) {
+			endedBy := cmp.Or(st.EndedBy, task.ActorMozi)
+			log.Info("task ended while its agent ran: stopping the agent", "status", st.Status, "ended_by", endedBy)
+			cancel(fmt.Errorf("%w: %s by %s", task.ErrTaskEnded, st.Status, endedBy))
+			return
 		}
-		cancel(task.ErrLeaseLost)
-		return
 	}
 }
 
@@ -339,7 +396,7 @@ func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 	fail := func(reason, why string) bool {
 		log.Warn("guardrail: task failed", "guardrail", reason, "reason", why)
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		res, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why})
+		res, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why, Actor: task.ActorMozi})
 		if err != nil {
 			log.Error("task not failed", "error", err)
 		} else if res.Applied {

@@ -350,7 +350,7 @@ func TestSlowDependencyCheckKeepsTheLease(t *testing.T) {
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rescued, err := store.RescueExpired(ctx)
+		rescued, err := store.RescueExpired(ctx, time.Minute)
 		require.NoError(t, err)
 		require.Empty(t, rescued, "the lease expired under a live runner")
 		got, err := store.Task(ctx, tk.ID)
@@ -372,9 +372,9 @@ type unreachableHeartbeats struct {
 	failing atomic.Bool
 }
 
-func (s *unreachableHeartbeats) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
+func (s *unreachableHeartbeats) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (repository.LeaseState, error) {
 	if s.failing.Load() {
-		return false, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+		return repository.LeaseState{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 	}
 	return s.Store.Heartbeat(ctx, id, owner, ttl)
 }
@@ -419,6 +419,61 @@ func TestRunStopsWhenItsLeaseCannotBeRenewedForAWholeTTL(t *testing.T) {
 				assert.ErrorIs(t, cause, task.ErrLeaseLost)
 			case <-time.After(10 * ttl):
 				require.False(t, tt.wantStop, "the run went on without its lease")
+			}
+		})
+	}
+}
+
+// A task that someone else ended while its agent ran stops the agent as
+// soon as the end is notified (not at the next heartbeat); one the agent
+// ended itself does not.
+func TestAnEndedTaskStopsItsAgentUnlessTheAgentEndedIt(t *testing.T) {
+	tests := []struct {
+		name     string
+		actor    string
+		wantStop bool
+	}{
+		{name: "merged by the lead", actor: "lead", wantStop: true},
+		{name: "closed by mozi", actor: "", wantStop: true},
+		{name: "reviewed by the agent itself", actor: "coder1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := pgtest.Store(t)
+			tk := createTask(t, store, repository.NewTask{IssueNumber: 5})
+			h := causeRecorder{cause: make(chan error, 1)}
+			d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, LeaseTTL: time.Hour,
+				Agents: []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}}, store, fakeIssues{}, h)
+			stop := run(d)
+			defer stop()
+			require.Eventually(t, func() bool {
+				got, err := store.Task(context.Background(), tk.ID)
+				return err == nil && got.Status == task.StatusClaimed
+			}, 10*time.Second, 10*time.Millisecond)
+
+			_, err := store.Apply(context.Background(), tk.ID, task.EventComplete, repository.Change{Actor: tt.actor})
+			require.NoError(t, err)
+			kicked := time.Now()
+			d.TaskEnded(tk.ID) // the notification (the hour-long lease never beats meanwhile)
+			if tt.wantStop {
+				select {
+				case cause := <-h.cause:
+					assert.ErrorIs(t, cause, task.ErrTaskEnded)
+				case <-time.After(10 * time.Second):
+					t.Fatal("the agent was not stopped")
+				}
+				return
+			}
+			// The keeper looked (its heartbeat renewed the lease) and let
+			// the agent go on.
+			require.Eventually(t, func() bool {
+				got, err := store.Task(context.Background(), tk.ID)
+				return err == nil && got.HeartbeatAt.After(kicked.Add(-time.Millisecond))
+			}, 10*time.Second, 10*time.Millisecond)
+			select {
+			case cause := <-h.cause:
+				t.Fatalf("stopped though the agent ended its task itself: %v", cause)
+			default:
 			}
 		})
 	}

@@ -135,8 +135,9 @@ type RunEnd struct {
 }
 
 // FinishRun records how an attempt ended and moves its task, in one
-// transaction. The task moves only while e.Owner holds its lease for this
-// attempt; otherwise Result.Applied is false and From says where it is.
+// transaction, and drops the run's lease: the agent's slot is free again.
+// The task moves only while e.Owner holds its lease for this attempt;
+// otherwise Result.Applied is false and From says where it is.
 func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 	var res Result
 	a := e.Attempt
@@ -151,16 +152,11 @@ func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 				return err
 			}
 		}
-		if e.Event == "" {
-			_, err := tx.db.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
-					updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, e.Owner)
-			return err
-		}
 		// Only the run that holds the task may move it: a run whose task
-		// was rescued and claimed by another runner (its database was away
-		// longer than the lease) records its attempt and nothing more, or
-		// it would fail, retry or complete the newer run's task. The row
-		// stays locked until commit, so the check and the move are one.
+		// was rescued and claimed by another runner records its attempt
+		// and nothing more, or it would fail, retry or complete the newer
+		// run's task. The row stays locked until commit, so the check and
+		// the move are one.
 		var (
 			owner      *string
 			dispatches int
@@ -170,13 +166,24 @@ func (s *Store) FinishRun(ctx context.Context, e RunEnd) (Result, error) {
 			a.TaskID).Scan(&owner, &dispatches, &status); err != nil {
 			return fmt.Errorf("lock task %d: %w", a.TaskID, err)
 		}
+		res = Result{From: task.Status(status)}
 		if owner == nil || *owner != e.Owner || a.Attempt > 0 && dispatches != a.Attempt {
-			res = Result{From: task.Status(status)}
 			return nil
 		}
-		var err error
-		res, err = tx.Apply(ctx, a.TaskID, e.Event, e.Change)
-		return err
+		if e.Event != "" {
+			var err error
+			if res, err = tx.Apply(ctx, a.TaskID, e.Event, e.Change); err != nil {
+				return err
+			}
+		}
+		// The run is over: its lease goes, whatever the task's status (a
+		// task Gitea ended while its agent ran kept it until now).
+		_, err := tx.db.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL,
+				updated_at = now() WHERE id = $1 AND lease_owner = $2`, a.TaskID, e.Owner)
+		if err != nil {
+			return fmt.Errorf("drop the lease of task %d: %w", a.TaskID, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("finish run of task %d: %w", a.TaskID, err)

@@ -161,42 +161,115 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) ([]task.Task, 
 	return tasks, nil
 }
 
-// Heartbeat extends a run's lease; false means the runner lost it (the
-// task was rescued or finished meanwhile) and must stop.
-func (q *Queries) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (bool, error) {
-	tag, err := q.db.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() + $3::interval,
-			heartbeat_at = now() WHERE id = $1 AND lease_owner = $2`, id, owner, leaseTTL(ttl))
-	if err != nil {
-		return false, fmt.Errorf("heartbeat task %d: %w", id, err)
-	}
-	return tag.RowsAffected() == 1, nil
+// LeaseState is what a run's heartbeat learns about its task.
+type LeaseState struct {
+	// Held: the runner still holds the task's lease (renewed). False means
+	// another runner took the task over, or nobody holds it.
+	Held    bool
+	Status  task.Status
+	EndedBy string // who ended the task, when it is terminal
 }
 
-// RescueExpired returns claimed and working tasks whose lease expired (their
-// runner died) to pending, each exactly once, and closes their open
-// attempts as rescued.
-func (s *Store) RescueExpired(ctx context.Context) ([]task.Task, error) {
+// Heartbeat extends a run's lease and says what became of the task: a run
+// keeps its lease after Gitea ended its task, until its outcome is
+// recorded.
+func (q *Queries) Heartbeat(ctx context.Context, id int64, owner string, ttl time.Duration) (LeaseState, error) {
+	var (
+		st      LeaseState
+		status  string
+		endedBy string
+	)
+	err := q.db.QueryRow(ctx, `WITH beat AS (
+			UPDATE task_state SET lease_expires_at = now() + $3::interval, heartbeat_at = now()
+			WHERE id = $1 AND lease_owner = $2 RETURNING id)
+		SELECT status, ended_by, EXISTS (SELECT 1 FROM beat) FROM task_state WHERE id = $1`,
+		id, owner, leaseTTL(ttl)).Scan(&status, &endedBy, &st.Held)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return LeaseState{}, nil // the task is gone
+	}
+	if err != nil {
+		return LeaseState{}, fmt.Errorf("heartbeat task %d: %w", id, err)
+	}
+	st.Status, st.EndedBy = task.Status(status), endedBy
+	return st, nil
+}
+
+// DropLease gives up a lease that no run uses any more (the task moved
+// before its agent started). A claimed or working task keeps it: the
+// rescue puts such a task back once the lease expires.
+func (q *Queries) DropLease(ctx context.Context, id int64, owner string) error {
+	_, err := q.db.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+		WHERE id = $1 AND lease_owner = $2 AND status NOT IN ('claimed', 'working')`, id, owner)
+	if err != nil {
+		return fmt.Errorf("drop the lease of task %d: %w", id, err)
+	}
+	return nil
+}
+
+// BeatRunner records that runner owner is alive.
+func (q *Queries) BeatRunner(ctx context.Context, owner string) error {
+	_, err := q.db.Exec(ctx, `INSERT INTO runners (owner) VALUES ($1)
+		ON CONFLICT (owner) DO UPDATE SET heartbeat_at = now()`, owner)
+	if err != nil {
+		return fmt.Errorf("runner heartbeat: %w", err)
+	}
+	return nil
+}
+
+// RemoveRunner forgets a runner that stopped cleanly, and runners silent
+// for a day.
+func (q *Queries) RemoveRunner(ctx context.Context, owner string) error {
+	_, err := q.db.Exec(ctx, `DELETE FROM runners WHERE owner = $1 OR heartbeat_at < now() - interval '1 day'`, owner)
+	if err != nil {
+		return fmt.Errorf("remove runner: %w", err)
+	}
+	return nil
+}
+
+// RescueExpired returns claimed and working tasks whose lease expired to
+// pending, each exactly once, and closes their open attempts as rescued —
+// but only where the lease's runner is gone: it has not beaten for
+// silentFor (or never did). A runner that lives but could not reach the
+// database keeps its tasks and records their runs when it can. A task that
+// ended while its dead runner's agent ran only loses the lease.
+func (s *Store) RescueExpired(ctx context.Context, silentFor time.Duration) ([]task.Task, error) {
 	var tasks []task.Task
 	err := s.InTx(ctx, func(tx *Tx) error {
+		const deadRunner = `t.lease_expires_at < now() AND NOT EXISTS (SELECT 1 FROM runners r
+				WHERE r.owner = t.lease_owner AND r.heartbeat_at > now() - $1::interval)`
 		rows, err := tx.db.Query(ctx, `UPDATE task_state t SET status = 'pending', lease_owner = NULL,
 				lease_expires_at = NULL, not_before = now(), updated_at = now(),
 				last_error = 'rescued: its runner stopped renewing the lease'
-			WHERE t.status IN ('claimed', 'working') AND t.lease_expires_at < now()
-			RETURNING `+taskColumnsT)
+			WHERE t.status IN ('claimed', 'working') AND `+deadRunner+`
+			RETURNING `+taskColumnsT, leaseTTL(silentFor))
 		if err != nil {
 			return fmt.Errorf("rescue expired leases: %w", err)
 		}
-		if tasks, err = collectTasks(rows); err != nil || len(tasks) == 0 {
+		if tasks, err = collectTasks(rows); err != nil {
 			return err
 		}
 		ids := make([]int64, len(tasks))
 		for i, t := range tasks {
 			ids[i] = t.ID
 		}
+		var ended []int64
+		rows, err = tx.db.Query(ctx, `UPDATE task_state t SET lease_owner = NULL, lease_expires_at = NULL,
+				updated_at = now()
+			WHERE t.status IN ('done', 'failed', 'cancelled') AND t.lease_owner IS NOT NULL AND `+deadRunner+`
+			RETURNING t.id`, leaseTTL(silentFor))
+		if err != nil {
+			return fmt.Errorf("drop dead runners' leases: %w", err)
+		}
+		if ended, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return fmt.Errorf("drop dead runners' leases: %w", err)
+		}
+		if len(ids)+len(ended) == 0 {
+			return nil
+		}
 		_, err = tx.db.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), outcome = 'rescued',
 				error = 'runner lost (mozi stopped or the machine rebooted)',
 				duration_ms = (extract(epoch FROM now() - started_at) * 1000)::bigint
-			WHERE task_id = ANY($1) AND finished_at IS NULL`, ids)
+			WHERE task_id = ANY($1) AND finished_at IS NULL`, append(ids, ended...))
 		if err != nil {
 			return fmt.Errorf("close rescued attempts: %w", err)
 		}

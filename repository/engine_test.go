@@ -66,8 +66,11 @@ func TestClaimOrderLimitsAndExclusions(t *testing.T) {
 	assert.Equal(t, 1, got[0].DispatchCount)
 
 	assert.Empty(t, claim(t, store, "r2", 10, agents...), "nothing else is due: coder1 is busy")
-	_, err = store.Apply(ctx, urgent.ID, task.EventComplete, repository.Change{})
+	_, err = store.Apply(ctx, urgent.ID, task.EventComplete, repository.Change{Actor: "lead"})
 	require.NoError(t, err)
+	assert.Empty(t, claim(t, store, "r2", 10, agents...),
+		"Gitea ended the task, but its run holds coder1's slot until its runner lets go")
+	require.NoError(t, store.DropLease(ctx, urgent.ID, "r1"))
 	got = claim(t, store, "r2", 10, agents...)
 	assert.Equal(t, []int64{sameIssue.ID}, ids(got), "the issue's other task, then the lower priority one")
 	endRun(t, store, sameIssue.ID, "r2")
@@ -204,8 +207,8 @@ func TestRescueExactlyOnce(t *testing.T) {
 
 	held, err := store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
-	assert.True(t, held)
-	rescued, err := store.RescueExpired(ctx)
+	assert.True(t, held.Held)
+	rescued, err := store.RescueExpired(ctx, time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, rescued, "a live lease is not rescued")
 
@@ -216,7 +219,7 @@ func TestRescueExactlyOnce(t *testing.T) {
 	count := 0
 	for range 4 { // rescuers racing (a stale leader and a new one)
 		wg.Go(func() {
-			r, err := store.RescueExpired(ctx)
+			r, err := store.RescueExpired(ctx, time.Minute)
 			assert.NoError(t, err)
 			mu.Lock()
 			count += len(r)
@@ -236,7 +239,7 @@ func TestRescueExactlyOnce(t *testing.T) {
 
 	held, err = store.Heartbeat(ctx, tk.ID, "dead-runner", time.Minute)
 	require.NoError(t, err)
-	assert.False(t, held, "the old runner learns it lost the task")
+	assert.False(t, held.Held, "the old runner learns it lost the task")
 }
 
 func TestLeaderElection(t *testing.T) {
@@ -318,4 +321,86 @@ func TestWakeHeldWakesOnlyTasksHeldForThatReason(t *testing.T) {
 		assert.Equal(t, reason, tk.HeldFor)
 		assert.Equal(t, reason == task.HeldForGitea, !tk.NotBefore.After(time.Now()), "%s: not_before %s", reason, tk.NotBefore)
 	}
+}
+
+// A run whose runner lives is not rescued when its lease expired (the
+// database was away); one whose runner stopped beating is. A task that
+// ended while its dead runner's agent ran only loses the lease.
+func TestRescueOnlyWhatDeadRunnersHeld(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	running := func(issue int, owner string) task.Task {
+		tk, err := store.CreateTask(ctx, newTask(issue))
+		require.NoError(t, err)
+		for _, ev := range []task.Event{task.EventClaim, task.EventStart} {
+			res, err := store.Apply(ctx, tk.ID, ev, repository.Change{LeaseOwner: owner})
+			require.NoError(t, err)
+			require.True(t, res.Applied)
+		}
+		_, err = store.StartAttempt(ctx, tk, owner, "/tmp/x.log")
+		require.NoError(t, err)
+		return tk
+	}
+	alive := running(1, "alive")
+	dead := running(2, "dead")
+	ended := running(3, "dead")
+	_, err := store.Apply(ctx, ended.ID, task.EventComplete, repository.Change{Actor: "lead"})
+	require.NoError(t, err)
+	require.NoError(t, store.BeatRunner(ctx, "alive"))
+	require.NoError(t, store.BeatRunner(ctx, "dead"))
+	_, err = raw.Exec(ctx, `UPDATE runners SET heartbeat_at = now() - interval '5 minutes' WHERE owner = 'dead'`)
+	require.NoError(t, err)
+	_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+
+	rescued, err := store.RescueExpired(ctx, 2*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{dead.ID}, ids(rescued))
+	for _, c := range []struct {
+		tk     task.Task
+		status task.Status
+		owner  string
+	}{{alive, task.StatusWorking, "alive"}, {dead, task.StatusPending, ""}, {ended, task.StatusDone, ""}} {
+		got, err := store.Task(ctx, c.tk.ID)
+		require.NoError(t, err)
+		assert.Equal(t, c.status, got.Status, "task %d", c.tk.ID)
+		assert.Equal(t, c.owner, got.LeaseOwner, "task %d", c.tk.ID)
+		attempts, err := store.Attempts(ctx, c.tk.ID)
+		require.NoError(t, err)
+		assert.Equal(t, c.owner == "", !attempts[0].FinishedAt.IsZero(), "task %d: the attempt is closed when its runner died", c.tk.ID)
+	}
+}
+
+// A run keeps its lease after its task ended (Gitea finished it while the
+// agent ran) and gives it up when its outcome is recorded.
+func TestFinishRunDropsTheLeaseOfAnEndedTask(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	ctx := context.Background()
+	tk, err := store.CreateTask(ctx, newTask(1))
+	require.NoError(t, err)
+	claimed := claim(t, store, "r1", 1, repository.AgentLimit{Login: "coder1", MaxConcurrency: 1})
+	require.Len(t, claimed, 1)
+	a, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/x.log")
+	require.NoError(t, err)
+	require.True(t, started)
+	res, err := store.Apply(ctx, tk.ID, task.EventCancel, repository.Change{Error: "issue closed", Actor: "alice"})
+	require.NoError(t, err)
+	require.True(t, res.Applied)
+
+	st, err := store.Heartbeat(ctx, tk.ID, "r1", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, repository.LeaseState{Held: true, Status: task.StatusCancelled, EndedBy: "alice"}, st)
+
+	a.Outcome = task.AttemptSucceeded
+	res, err = store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1",
+		Event: task.EventFail, Change: repository.Change{Error: "exit 1"}})
+	require.NoError(t, err)
+	assert.False(t, res.Applied, "an ended task does not move")
+	got, err := store.Task(ctx, tk.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.StatusCancelled, got.Status)
+	assert.Equal(t, "alice", got.EndedBy)
+	assert.Empty(t, got.LeaseOwner, "the recorded run gave the lease up")
 }

@@ -11,10 +11,23 @@ import (
 // PendingChannel is notified (by a trigger) whenever a task becomes pending.
 const PendingChannel = "mozi_pending"
 
+// TaskEndedChannel is notified (by a trigger), with the task's id, when a
+// task whose run holds its lease becomes terminal: its runner decides at
+// once whether to stop the agent.
+const TaskEndedChannel = "mozi_task_ended"
+
 // Listen calls onNotify for every notification on channel until ctx ends,
 // on a connection of its own, reconnecting after failures. onNotify must not
-// block.
+// block. After a lost connection onNotify is called once too: whatever was
+// notified meanwhile is found by the next claim.
 func (s *Store) Listen(ctx context.Context, channel string, onNotify func(), logger *slog.Logger) {
+	s.ListenPayload(ctx, channel, func(string) { onNotify() }, onNotify, logger)
+}
+
+// ListenPayload calls onNotify with each notification's payload on channel
+// until ctx ends, reconnecting after failures; onLost is called after a
+// lost connection (notifications may have been missed). Neither may block.
+func (s *Store) ListenPayload(ctx context.Context, channel string, onNotify func(payload string), onLost func(), logger *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx, channel, onNotify, func() { backoff = 100 * time.Millisecond })
@@ -22,8 +35,7 @@ func (s *Store) Listen(ctx context.Context, channel string, onNotify func(), log
 			return
 		}
 		logger.Warn("notification listener lost its connection, reconnecting", "channel", channel, "error", err)
-		// Whatever was notified meanwhile is found by the next claim.
-		onNotify()
+		onLost()
 		select {
 		case <-ctx.Done():
 			return
@@ -33,7 +45,7 @@ func (s *Store) Listen(ctx context.Context, channel string, onNotify func(), log
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, channel string, onNotify, connected func()) error {
+func (s *Store) listenOnce(ctx context.Context, channel string, onNotify func(string), connected func()) error {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -46,9 +58,10 @@ func (s *Store) listenOnce(ctx context.Context, channel string, onNotify, connec
 	}
 	connected()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		onNotify()
+		onNotify(n.Payload)
 	}
 }

@@ -398,7 +398,7 @@ func (s *Store) FailStalled(ctx context.Context, id int64, quiet time.Duration, 
 		if err != nil {
 			return err
 		}
-		res, err = tx.Apply(ctx, id, task.EventFail, Change{Error: why})
+		res, err = tx.Apply(ctx, id, task.EventFail, Change{Error: why, Actor: task.ActorMozi})
 		return err
 	})
 	if err != nil {

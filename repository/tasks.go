@@ -68,7 +68,7 @@ func (n NewTask) validate() error {
 const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_type, business_type,
 	agent, status, retry_count, dispatch_count, max_retries, priority, depends_on, daemon_meta,
 	issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before, lease_owner,
-	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds, held_for`
+	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds, held_for, ended_by`
 
 // CreateTask inserts a pending task. It returns ErrDuplicateTask when the
 // database refuses it as a second live task or a repeated dedupe key.
@@ -188,7 +188,7 @@ func scanTaskWith(row pgx.Row, more ...any) (task.Task, error) {
 		&t.Agent, &status, &t.RetryCount, &t.DispatchCount, &t.MaxRetries, &t.Priority,
 		&depends, &meta, &t.IssueBodyCache, &issueUpdated, &dedupe, &t.HopCount,
 		&t.NotBefore, &leaseOwner, &leaseExp, &beat, &t.LastError, &t.CreatedAt,
-		&t.UpdatedAt, &finished, &t.Holds, &heldFor}, more...)...)
+		&t.UpdatedAt, &finished, &t.Holds, &heldFor, &t.EndedBy}, more...)...)
 	if err != nil {
 		return task.Task{}, err
 	}

@@ -22,6 +22,10 @@ type Change struct {
 	PRNumber   int             // open_review: the pull request (0: keep)
 	Attempt    int             // reclaim: the run being recorded (its task's dispatch_count)
 	Error      string          // retry, release, fail, cancel: why
+	// Actor is who ended the task (complete, fail, cancel): the Gitea
+	// login behind the event, or mozi. A running agent whose task someone
+	// else ended is stopped; one that ended it itself may finish.
+	Actor string
 }
 
 // Result says whether a transition happened and what the status was when
@@ -100,17 +104,22 @@ var effects = map[task.Event]effect{
 		set:   `, not_before = now()`,
 		guard: ` AND t.lease_owner IS NULL`,
 	},
-	task.EventComplete: {set: clearLease + `, finished_at = now()`},
+	// The terminal events keep a running agent's lease: its run holds the
+	// agent's slot until its outcome is recorded (FinishRun drops it).
+	task.EventComplete: {
+		set:  `, finished_at = now(), ended_by = $3`,
+		args: func(c Change) []any { return []any{c.Actor} },
+	},
 	task.EventFail: {
-		set:  clearLease + `, finished_at = now(), last_error = $3`,
-		args: func(c Change) []any { return []any{c.Error} },
+		set:  `, finished_at = now(), last_error = $3, ended_by = $4`,
+		args: func(c Change) []any { return []any{c.Error, c.Actor} },
 	},
 	task.EventCancel: {
-		set:  clearLease + `, finished_at = now(), last_error = $3`,
-		args: func(c Change) []any { return []any{c.Error} },
+		set:  `, finished_at = now(), last_error = $3, ended_by = $4`,
+		args: func(c Change) []any { return []any{c.Error, c.Actor} },
 	},
 	task.EventRequeue: {
-		set: `, retry_count = 0, not_before = now(), finished_at = NULL, last_error = ''`,
+		set: `, retry_count = 0, not_before = now(), finished_at = NULL, last_error = '', ended_by = ''`,
 	},
 }
 

@@ -70,6 +70,7 @@ const (
 	OutcomeInterrupted = "interrupted"
 	OutcomeSpawnError  = "spawn_error"
 	OutcomeLeaseLost   = "lease_lost"
+	OutcomeStopped     = "stopped" // someone else ended the task in Gitea meanwhile
 )
 
 // ErrLeaseLost cancels a run whose task another runner took over.
@@ -172,8 +173,11 @@ func (r *ProcessRunner) Run(ctx context.Context, c Command) Result {
 		waitErr = killGroup(pgid, done, grace)
 	case <-ctx.Done():
 		res.Outcome, res.Err = OutcomeInterrupted, "interrupted: mozi is shutting down"
-		if errors.Is(context.Cause(ctx), ErrLeaseLost) {
-			res.Outcome, res.Err = OutcomeLeaseLost, "killed: another runner took the task over"
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, ErrLeaseLost):
+			res.Outcome, res.Err = OutcomeLeaseLost, "killed: mozi lost the task's lease (the database was out of reach, or another runner took the task over)"
+		case errors.Is(cause, task.ErrTaskEnded):
+			res.Outcome, res.Err = OutcomeStopped, "stopped: "+cause.Error()
 		}
 		waitErr = killGroup(pgid, done, grace)
 	}

@@ -86,7 +86,7 @@ func newTestSpawner(t *testing.T, store Store, runner Runner, stateDir string) *
 func rescueOnceExpired(t *testing.T, store *repository.Store, id int64) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		rescued, err := store.RescueExpired(context.Background())
+		rescued, err := store.RescueExpired(context.Background(), time.Minute)
 		require.NoError(t, err)
 		if len(rescued) == 1 && rescued[0].ID == id {
 			return
@@ -145,9 +145,11 @@ func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	stateDir := t.TempDir()
-	ctx, shutdown := context.WithCancel(context.Background())
-	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, shutdown) }
-	newTestSpawner(t, store, &succeeding{}, stateDir).Handle(ctx, tk)
+	done := make(chan struct{})
+	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, func() { close(done) }) }
+	sp := newTestSpawner(t, store, &succeeding{}, stateDir)
+	sp.cfg.Done = done // mozi's end, after its shutdown grace
+	sp.Handle(context.Background(), tk)
 
 	kept, err := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.NoError(t, err)
@@ -180,9 +182,11 @@ func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	stateDir := t.TempDir()
-	runCtx, shutdown := context.WithCancel(ctx)
-	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, shutdown) }
-	newTestSpawner(t, store, failingOnce{}, stateDir).Handle(runCtx, tk)
+	done := make(chan struct{})
+	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, func() { close(done) }) }
+	sp := newTestSpawner(t, store, failingOnce{}, stateDir)
+	sp.cfg.Done = done // r1's mozi stops before the database is back
+	sp.Handle(ctx, tk)
 	kept, _ := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.Len(t, kept, 1, "r1's outcome waits on disk")
 	rescueOnceExpired(t, real, tk.ID)

@@ -95,6 +95,10 @@ type Config struct {
 	// secret files, its home, other agents' homes and directories (the
 	// state directory is always hidden).
 	Hide []string
+	// Done ends mozi's process: a run's outcome not recorded by then is
+	// kept on disk for the next start. Nothing else stops the recording,
+	// however long the database is away (nil: nothing).
+	Done <-chan struct{}
 }
 
 // Spawner runs a claimed task's agent and moves the task by the outcome.
@@ -216,7 +220,7 @@ func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t task.Task, why s
 // failNow fails a task that no retry can help, with its one comment.
 func (s *Spawner) failNow(ctx context.Context, log *slog.Logger, t task.Task, why string) {
 	log.Error("task failed", "reason", why)
-	if s.apply(ctx, log, t, task.EventFail, repository.Change{Error: why}) {
+	if s.apply(ctx, log, t, task.EventFail, repository.Change{Error: why, Actor: task.ActorMozi}) {
 		s.cfg.Notifier.TaskFailed(ctx, t.ID, why)
 	}
 }
@@ -519,15 +523,21 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, att
 	end := repository.RunEnd{Attempt: attempt, Owner: s.cfg.Owner, Reclaim: true}
 	var msg string
 	switch {
+	case r.Outcome == OutcomeStopped:
+		end.Reclaim = false // the task is over: nothing to move
+		msg = "agent stopped: " + strings.TrimPrefix(r.Err, "stopped: ")
 	case r.Outcome == OutcomeLeaseLost:
-		end.Reclaim = false // the run was killed: its task belongs to someone else now
-		msg = "agent stopped: its task was taken over or ended in Gitea"
+		// Killed: if the task is still this runner's (the database was
+		// away), it runs again, not counted as a failure; if another runner
+		// took it over, this records the attempt only.
+		end.Event, end.Change, end.Reclaim = task.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, false
+		msg = "agent stopped: mozi lost the task's lease"
 	case r.Outcome == OutcomeInterrupted:
 		end.Event, end.Change, end.Reclaim = task.EventInterrupt, repository.Change{LeaseOwner: s.cfg.Owner}, false
 		msg = "agent interrupted by shutdown; the task will run again"
 	case r.Outcome == OutcomeSucceeded || t.ActionType.Notification() && r.Outcome != OutcomeSpawnError:
 		if t.ActionType.FinishedOnExit() {
-			end.Event, msg = task.EventComplete, "agent finished; task done"
+			end.Event, end.Change, msg = task.EventComplete, repository.Change{Actor: t.Agent}, "agent finished; task done"
 		} else {
 			msg = "agent finished; task waits for Gitea" // no event: only the lease is dropped
 		}
@@ -538,7 +548,7 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, att
 		msg = "agent failed, will retry"
 		s.cfg.Metrics.retries.WithLabelValues(t.Agent).Inc()
 	default:
-		end.Event, end.Change = task.EventFail, repository.Change{Error: r.Err}
+		end.Event, end.Change = task.EventFail, repository.Change{Error: r.Err, Actor: task.ActorMozi}
 		log = log.With("error", r.Err)
 		msg = "agent failed, no retry left: task failed"
 	}
@@ -562,11 +572,13 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, att
 // recordTimeout bounds one try to record a run.
 const recordTimeout = 10 * time.Second
 
-// record writes how a run ended to the database, retrying with backoff
-// while the database does not answer: a run that finished must not be
-// rescued and run again because PostgreSQL blinked as it ended. The
-// outcome is kept on disk, next to the attempt's log, until it is
-// recorded; if mozi stops first, RecordLeftovers records it later.
+// record writes how a run ended to the database, retrying while the
+// database does not answer, however long (only mozi's end stops it): a run
+// that finished must not be rescued and run again because PostgreSQL was
+// away as it ended. Retries come at most a second apart, so the record
+// lands as soon as the database is back. The outcome is kept on disk, next
+// to the attempt's log, until it is recorded; if mozi stops first,
+// RecordLeftovers records it at the next start.
 func (s *Spawner) record(ctx context.Context, log *slog.Logger, end repository.RunEnd) (repository.Result, bool) {
 	path := outcomePath(end.Attempt.LogPath)
 	if path != "" {
@@ -592,9 +604,9 @@ func (s *Spawner) record(ctx context.Context, log *slog.Logger, end repository.R
 		if try == 1 {
 			log.Warn("run not recorded yet, retrying until the database answers", "error", err)
 		}
-		wait := task.Backoff(try, 250*time.Millisecond, 10*time.Second)
+		wait := task.Backoff(try, 100*time.Millisecond, time.Second)
 		select {
-		case <-ctx.Done():
+		case <-s.cfg.Done:
 			if path != "" {
 				log.Error("run not recorded before mozi stops: kept on disk, recorded at the next start",
 					"outcome_file", path, "error", err)

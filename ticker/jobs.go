@@ -11,10 +11,17 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// rescue returns tasks whose runner stopped renewing its lease to pending,
-// each once.
+// rescue returns tasks whose runner died to pending, each once: their
+// lease expired and their runner has not beaten for twice the runner TTL
+// (a runner cut off from the database stops its agents after one TTL and
+// gives them their kill grace: a rescue must not start a second writer
+// meanwhile). Right after the database came back nothing is rescued for a
+// runner TTL: every runner's beat is old then, the dead and the live alike.
 func (t *Ticker) rescue(ctx context.Context) (int, error) {
-	tasks, err := t.store.RescueExpired(ctx)
+	if t.cfg.DatabaseUpFor != nil && t.cfg.DatabaseUpFor() < t.cfg.RunnerTTL {
+		return 0, nil
+	}
+	tasks, err := t.store.RescueExpired(ctx, 2*t.cfg.RunnerTTL)
 	for _, tk := range tasks {
 		t.cfg.Logger.Warn("task rescued: its runner stopped renewing the lease", "task_id", tk.ID,
 			"repo", tk.Repo, "issue", tk.IssueNumber, "agent", tk.Agent)

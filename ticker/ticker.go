@@ -104,6 +104,16 @@ type Config struct {
 	// none is posted); BreakerWindow is the breaker's look-back, for it.
 	Commenter     notice.Commenter
 	BreakerWindow time.Duration
+	// RunnerTTL is how long a runner (a mozi process) may go without a
+	// heartbeat before its runs are rescued (default: the default lease
+	// TTL, 60s).
+	RunnerTTL time.Duration
+	// DatabaseUpFor says how long this process has reached the database
+	// without interruption (nil: always long enough). Nothing is rescued
+	// before a whole RunnerTTL of it: after an outage, live runners beat
+	// again and record their runs, and only dead runners' tasks are
+	// rescued.
+	DatabaseUpFor func() time.Duration
 	// WakeInbox and WakeDispatcher are called when the ticker added work.
 	WakeInbox      func()
 	WakeDispatcher func()
@@ -127,6 +137,7 @@ func (c *Config) setDefaults() {
 	def(&c.PruneEvery, DefaultPruneEvery)
 	def(&c.WatchdogQuiet, DefaultWatchdogQuiet)
 	def(&c.Retention, DefaultRetention)
+	def(&c.RunnerTTL, time.Minute)
 	if c.WakeInbox == nil {
 		c.WakeInbox = func() {}
 	}

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +42,13 @@ type engine struct {
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
 	owner      string
+	// dbUpSince is when this process last began to reach the database
+	// without interruption (unix nanoseconds; 0 while it cannot).
+	dbUpSince atomic.Int64
+	// runCtx is the agents' runs' context: killRuns ends it when the
+	// shutdown grace is over (runs not recorded by then are kept on disk).
+	runCtx   context.Context
+	killRuns context.CancelFunc
 }
 
 // runnerID names this mozi process in leases: host, pid and a random part
@@ -54,6 +63,7 @@ func runnerID() string {
 func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, stateDir string,
 	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func()) (*engine, error) {
 	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID()}
+	en.runCtx, en.killRuns = context.WithCancel(context.Background())
 	if cfg.Gitea.URL != "" {
 		g, err := newGiteaClient(cfg, logger, reg, en.giteaRecovered)
 		if err != nil {
@@ -103,6 +113,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
 		Logger: logger, Metrics: spawner.NewMetrics(reg), Notifier: notifier,
 		Workspaces: workspaces, Sandbox: rt.sandbox, SandboxErr: rt.sandboxErr, RunAs: rt.runAs, Hide: rt.hide,
+		Done: en.runCtx.Done(),
 	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, assembler)
 	en.dispatcher = dispatcher.New(dispatcher.Config{
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,
@@ -123,6 +134,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		LeaderTTL: cfg.Ticker.LeaderTTL, SweepEvery: cfg.Ticker.SweepEvery,
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
 		Retention: cfg.Ticker.Retention, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+		RunnerTTL: cfg.Dispatcher.LeaseTTL, DatabaseUpFor: en.databaseUpFor,
 		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour, BreakerWindow: cfg.Webhook.CircuitBreaker.Window,
 		Commenter: commenter,
@@ -157,8 +169,10 @@ func (en *engine) checkGiteaToken(ctx context.Context) {
 
 func (en *engine) start() (stop func()) {
 	claimCtx, stopClaims := context.WithCancel(context.Background())
-	runCtx, killRuns := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	beatCtx, stopBeat := context.WithCancel(context.Background())
+	var beatWG sync.WaitGroup
+	beatWG.Go(func() { en.beatRunner(beatCtx) })
 	wg.Go(func() { en.recordLeftovers(claimCtx) })
 	if en.gitea != nil {
 		wg.Go(func() { en.checkGiteaToken(claimCtx) })
@@ -167,9 +181,18 @@ func (en *engine) start() (stop func()) {
 	if en.workspaces != nil {
 		wg.Go(func() { en.sweepWorkspaces(claimCtx) })
 	}
-	wg.Go(func() { en.dispatcher.Run(claimCtx, runCtx) })
+	wg.Go(func() { en.dispatcher.Run(claimCtx, en.runCtx) })
 	wg.Go(func() { en.ticker.Run(claimCtx) })
 	wg.Go(func() { en.store.Listen(claimCtx, repository.PendingChannel, en.dispatcher.Wake, en.logger) })
+	// Ended tasks are heard until the last run is recorded.
+	var runWG sync.WaitGroup
+	runWG.Go(func() {
+		en.store.ListenPayload(en.runCtx, repository.TaskEndedChannel, func(payload string) {
+			if id, err := strconv.ParseInt(payload, 10, 64); err == nil {
+				en.dispatcher.TaskEnded(id)
+			}
+		}, en.dispatcher.NotificationsLost, en.logger)
+	})
 	return func() {
 		stopClaims()
 		wg.Wait()
@@ -182,11 +205,51 @@ func (en *engine) start() (stop func()) {
 		case <-done:
 		case <-time.After(en.cfg.Spawner.ShutdownGrace):
 			en.logger.Warn("shutdown grace over: stopping running agents", "running", en.dispatcher.Running())
-			killRuns()
+			en.killRuns()
 			<-done
 		}
-		killRuns()
+		en.killRuns()
+		runWG.Wait()
+		stopBeat()
+		beatWG.Wait()
 	}
+}
+
+// beatRunner tells the database this process lives, every third of the
+// lease TTL, and keeps dbUpSince. A clean stop removes the runner.
+func (en *engine) beatRunner(ctx context.Context) {
+	every := en.cfg.Dispatcher.LeaseTTL / 3
+	for {
+		beat, cancel := context.WithTimeout(ctx, every)
+		err := en.store.BeatRunner(beat, en.owner)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if en.dbUpSince.Swap(0) != 0 {
+				en.logger.Warn("runner heartbeat failed: the database is out of reach", "error", err)
+			}
+		case err == nil && en.dbUpSince.Load() == 0:
+			en.dbUpSince.Store(time.Now().UnixNano())
+		}
+		select {
+		case <-ctx.Done():
+			bye, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = en.store.RemoveRunner(bye, en.owner)
+			cancel()
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// databaseUpFor is how long this process has reached the database
+// without interruption.
+func (en *engine) databaseUpFor() time.Duration {
+	since := en.dbUpSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
 }
 
 // giteaRecovered makes the tasks held through a Gitea outage due at once:

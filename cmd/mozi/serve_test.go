@@ -513,6 +513,8 @@ func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
 	out, err = mozi("migrate", "down", "--force")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "rolled back 1 migration")
+	out, err = mozi("migrate", "up")
+	require.NoError(t, err, out)
 
 	tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
 		ActionType: task.ActionMention, Agent: "coder1", Priority: 2})

@@ -144,7 +144,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stdout, "task %d is pending again (was %s)\n", id, res.From)
 	case "cancel":
-		res, err := db.store.Apply(ctx, id, task.EventCancel, repository.Change{Error: *reason})
+		res, err := db.store.Apply(ctx, id, task.EventCancel, repository.Change{Error: *reason, Actor: operatorActor(e.getenv)})
 		if err != nil {
 			return err
 		}
@@ -281,4 +281,14 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64, as
 		fmt.Fprintf(w, "\noutput of attempt #%d (tail):\n%s\n", attempts[n-1].Attempt, attempts[n-1].OutputTail)
 	}
 	return nil
+}
+
+// operatorActor names who runs a mozi command that ends a task: the
+// operator ($USER), recorded as the task's ended_by.
+func operatorActor(getenv func(string) string) string {
+	u := getenv("USER")
+	if u == "" {
+		u = "unknown"
+	}
+	return "operator:" + u
 }

@@ -84,6 +84,15 @@ const (
 	HeldForShutdown   HoldReason = "shutdown"   // mozi stopped before it started
 )
 
+// ActorMozi is who ends a task when mozi itself does (retries exhausted,
+// a guardrail, the watchdog).
+const ActorMozi = "mozi"
+
+// ErrTaskEnded is the cause of a run's context ending because someone
+// other than its agent ended its task in Gitea meanwhile (a merge, a
+// close, an operator): the agent is stopped, its run recorded.
+var ErrTaskEnded = errors.New("task ended")
+
 // ErrLeaseLost is the cause of a run's context ending because its task's
 // lease was lost: the task finished in Gitea meanwhile, or another runner
 // took it over after this one stopped renewing it.

@@ -222,6 +222,7 @@ type Task struct {
 	DispatchCount  int        // claims that were not given back: runs, and runs whose runner was lost
 	Holds          int        // consecutive claims given back without a run (see EventRelease)
 	HeldFor        HoldReason // why the last hold waits ("" when not held)
+	EndedBy        string     // who ended the task (a Gitea login, mozi), when terminal
 	MaxRetries     int
 	Priority       int
 	DependsOn      []int

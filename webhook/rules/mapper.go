@@ -228,6 +228,9 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (task.Task, bool, error)
 // apply moves a task and logs what happened; anomalies (a terminal event
 // on a pending task) are logged and counted.
 func (e *eventCtx) apply(ctx context.Context, t task.Task, ev task.Event, c repository.Change) error {
+	if c.Actor == "" {
+		c.Actor = e.ev.Sender // who ended it, if it ends: its running agent stops unless it did it itself
+	}
 	res, err := e.tx.Apply(ctx, t.ID, ev, c)
 	if err != nil {
 		return err

@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,13 +30,15 @@ import (
 //
 // Behaviours, from the agent's env in mozi's configuration:
 //
-//	E2E_AGENT_ROLE    coder, reviewer or lead
+//	E2E_AGENT_ROLE    coder, reviewer, lead, or idle (does nothing and exits 0)
 //	E2E_REVIEWERS     logins a coder asks to review its pull request
 //	E2E_REJECT_FIRST  a reviewer requests changes in its first review of a PR
 //	E2E_LEAD          a reviewer who approves asks this login to merge
 //	E2E_MENTION       a report mentions this login (mention chains)
 //	E2E_CI_FIX        a coder pushes a fix for a CI failure
 //	E2E_SLEEP         a run first sleeps this long (a Go duration)
+//	E2E_SLEEP_ON      … only runs of these actions (comma-separated; default all)
+//	E2E_LINGER        a run that did its work stays this long before it exits
 //	E2E_FAIL          a run exits 1 without doing anything
 const agentRoleEnv = "E2E_AGENT_ROLE"
 
@@ -60,10 +65,21 @@ func agentMain() int {
 	}
 	release := a.record()
 	defer release()
+	// Stopped by mozi: the end is noted too.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		release()
+		os.Exit(143)
+	}()
 	fmt.Printf("e2e agent %s (%s): task %d, %s on %s#%d (pr %d), attempt %d\n", a.login, a.role, a.task, a.action,
 		a.repo, a.issue, a.pr, a.attempt)
 	if d, err := time.ParseDuration(os.Getenv("E2E_SLEEP")); err == nil {
-		time.Sleep(d)
+		if on := os.Getenv("E2E_SLEEP_ON"); on == "" || slices.Contains(strings.Split(on, ","), a.action) {
+			fmt.Printf("e2e agent: sleeping %s\n", d)
+			time.Sleep(d)
+		}
 	}
 	if os.Getenv("E2E_FAIL") != "" {
 		fmt.Println("e2e agent: failing on purpose")
@@ -80,6 +96,10 @@ func agentMain() int {
 	if err := a.run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e agent:", err)
 		return 1
+	}
+	if d, err := time.ParseDuration(os.Getenv("E2E_LINGER")); err == nil {
+		fmt.Printf("e2e agent: %s done, lingering %s\n", time.Now().Format("15:04:05.000"), d)
+		time.Sleep(d)
 	}
 	return 0
 }
@@ -104,10 +124,32 @@ func (a *agentRun) record() func() {
 		note("overlap")
 	}
 	note("start")
+	var once sync.Once
 	return func() {
-		note("end")
-		if lock != nil {
-			lock.Close()
+		once.Do(func() {
+			note("end")
+			if lock != nil {
+				lock.Close()
+			}
+		})
+	}
+}
+
+// call is a Gitea API call that retries what a busy Gitea answers with
+// 5xx ("branch does not exist" right after its push, a git command it
+// killed), as an agent would.
+func (a *agentRun) call(ctx context.Context, method, path string, in, out any) error {
+	var apiErr *realgitea.APIError
+	for try := 1; ; try++ {
+		err := a.api.Call(ctx, a.token, method, path, in, out)
+		if err == nil || !errors.As(err, &apiErr) || apiErr.Status < 500 || try == 10 {
+			return err
+		}
+		fmt.Printf("e2e agent: %s %s: %d, trying again\n", method, path, apiErr.Status)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 500 * time.Millisecond):
 		}
 	}
 }
@@ -124,6 +166,8 @@ func (a *agentRun) run(ctx context.Context) error {
 		return a.reviewer(ctx)
 	case "lead":
 		return a.lead(ctx)
+	case "idle":
+		return nil
 	}
 	return fmt.Errorf("unknown role %q", a.role)
 }
@@ -165,7 +209,7 @@ func (a *agentRun) reviewer(ctx context.Context) error {
 			State string
 			User  struct{ Login string }
 		}
-		if err := a.api.Call(ctx, a.token, http.MethodGet, fmt.Sprintf("/repos/%s/pulls/%d/reviews", a.repo, a.pr), nil, &reviews); err != nil {
+		if err := a.call(ctx, http.MethodGet, fmt.Sprintf("/repos/%s/pulls/%d/reviews", a.repo, a.pr), nil, &reviews); err != nil {
 			return err
 		}
 		mine := 0
@@ -178,7 +222,7 @@ func (a *agentRun) reviewer(ctx context.Context) error {
 		if os.Getenv("E2E_REJECT_FIRST") != "" && mine == 0 {
 			event, body = "REQUEST_CHANGES", "Please cover the review case too."
 		}
-		if err := a.api.Call(ctx, a.token, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/reviews", a.repo, a.pr),
+		if err := a.call(ctx, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/reviews", a.repo, a.pr),
 			map[string]any{"event": event, "body": body}, nil); err != nil {
 			return fmt.Errorf("submit review: %w", err)
 		}
@@ -194,7 +238,7 @@ func (a *agentRun) reviewer(ctx context.Context) error {
 
 func (a *agentRun) lead(ctx context.Context) error {
 	if a.action == "mention" && a.pr != 0 {
-		err := a.api.Call(ctx, a.token, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", a.repo, a.pr),
+		err := a.call(ctx, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", a.repo, a.pr),
 			map[string]any{"Do": "merge", "delete_branch_after_merge": false}, nil)
 		var apiErr *realgitea.APIError
 		if err != nil && !(errors.As(err, &apiErr) && apiErr.Status == http.StatusMethodNotAllowed) {
@@ -234,6 +278,7 @@ func (a *agentRun) commitAndPush(ctx context.Context, path, message string) erro
 		return err
 	}
 	for _, args := range [][]string{{"add", path}, {"commit", "-q", "-m", message}, {"push", "-u", "origin", "HEAD"}} {
+		fmt.Printf("e2e agent: %s git %s\n", time.Now().Format("15:04:05.000"), args[0])
 		if out, err := a.git(ctx, args...); err != nil {
 			return err
 		} else if out != "" {
@@ -251,7 +296,7 @@ func (a *agentRun) openPull(ctx context.Context) (int, error) {
 		Number int
 		Head   struct{ Ref string }
 	}
-	if err := a.api.Call(ctx, a.token, http.MethodGet, "/repos/"+a.repo+"/pulls?state=open&limit=50", nil, &open); err != nil {
+	if err := a.call(ctx, http.MethodGet, "/repos/"+a.repo+"/pulls?state=open&limit=50", nil, &open); err != nil {
 		return 0, err
 	}
 	number := 0
@@ -261,8 +306,9 @@ func (a *agentRun) openPull(ctx context.Context) (int, error) {
 		}
 	}
 	if number == 0 {
+		fmt.Printf("e2e agent: %s opening a pull request\n", time.Now().Format("15:04:05.000"))
 		var created struct{ Number int }
-		if err := a.api.Call(ctx, a.token, http.MethodPost, "/repos/"+a.repo+"/pulls", map[string]any{
+		if err := a.call(ctx, http.MethodPost, "/repos/"+a.repo+"/pulls", map[string]any{
 			"head": a.branch, "base": "main", "title": fmt.Sprintf("Work on #%d", a.issue),
 			"body": fmt.Sprintf("Closes #%d\n\nDone by the e2e agent.", a.issue),
 		}, &created); err != nil {
@@ -272,7 +318,7 @@ func (a *agentRun) openPull(ctx context.Context) (int, error) {
 		fmt.Printf("e2e agent: opened #%d\n", number)
 	}
 	if r := os.Getenv("E2E_REVIEWERS"); r != "" {
-		if err := a.api.Call(ctx, a.token, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/requested_reviewers", a.repo, number),
+		if err := a.call(ctx, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/requested_reviewers", a.repo, number),
 			map[string]any{"reviewers": strings.Split(r, ",")}, nil); err != nil {
 			return 0, fmt.Errorf("request reviews: %w", err)
 		}
@@ -282,7 +328,7 @@ func (a *agentRun) openPull(ctx context.Context) (int, error) {
 
 func (a *agentRun) latestReviewRejected(ctx context.Context) (bool, error) {
 	var reviews []struct{ State string }
-	if err := a.api.Call(ctx, a.token, http.MethodGet, fmt.Sprintf("/repos/%s/pulls/%d/reviews", a.repo, a.pr), nil, &reviews); err != nil {
+	if err := a.call(ctx, http.MethodGet, fmt.Sprintf("/repos/%s/pulls/%d/reviews", a.repo, a.pr), nil, &reviews); err != nil {
 		return false, err
 	}
 	for i := len(reviews) - 1; i >= 0; i-- {
@@ -297,7 +343,8 @@ func (a *agentRun) latestReviewRejected(ctx context.Context) (bool, error) {
 }
 
 func (a *agentRun) comment(ctx context.Context, number int, body string) error {
-	if err := a.api.Call(ctx, a.token, http.MethodPost, fmt.Sprintf("/repos/%s/issues/%d/comments", a.repo, number),
+	fmt.Printf("e2e agent: %s commenting on #%d\n", time.Now().Format("15:04:05.000"), number)
+	if err := a.call(ctx, http.MethodPost, fmt.Sprintf("/repos/%s/issues/%d/comments", a.repo, number),
 		map[string]any{"body": body}, nil); err != nil {
 		return fmt.Errorf("comment on #%d: %w", number, err)
 	}

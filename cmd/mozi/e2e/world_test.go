@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -26,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/embedded"
 	"github.com/moziplus/mozi/repository/gitea/realgitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
@@ -57,6 +57,9 @@ type worldOptions struct {
 	noStart bool
 	// files are committed to the repository's main branch.
 	files map[string]string
+	// ownDatabase gives the world a PostgreSQL cluster of its own, which
+	// the test may stop and start (a database outage).
+	ownDatabase bool
 }
 
 // world is one repository in Gitea with its people and agents, and the mozi
@@ -81,6 +84,8 @@ type world struct {
 	// relay receives Gitea's deliveries and forwards them to mozi.
 	relay  *relay
 	hooked bool
+	// db is the world's own cluster (worldOptions.ownDatabase).
+	db *embedded.Cluster
 }
 
 // agentUser is an agent's Gitea account and its home on this machine.
@@ -140,7 +145,17 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 		w.agents[spec.name] = a
 	}
 
-	w.dbURL = pgtest.URL(t)
+	if opts.ownDatabase {
+		w.startDatabase()
+		w.dbURL = w.db.URL()
+		t.Cleanup(func() {
+			if w.db != nil {
+				_ = w.db.Stop()
+			}
+		})
+	} else {
+		w.dbURL = pgtest.URL(t)
+	}
 	w.store, err = repository.Open(ctx, w.dbURL, repository.Options{})
 	require.NoError(t, err)
 	t.Cleanup(w.store.Close)
@@ -159,6 +174,23 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 		w.start()
 	}
 	return w
+}
+
+// startDatabase starts the world's own cluster (again).
+func (w *world) startDatabase() {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := embedded.Start(ctx, embedded.Options{StateDir: filepath.Join(w.dir, "pg"), Database: "mozi", NoSync: true,
+		Settings: map[string]string{"fsync": "off", "synchronous_commit": "off"}})
+	require.NoError(w.t, err)
+	w.db = c
+}
+
+// stopDatabase stops the world's own cluster: mozi loses its database.
+func (w *world) stopDatabase() {
+	w.t.Helper()
+	require.NoError(w.t, w.db.Stop())
 }
 
 func withDefaults(files map[string]string) map[string]string {
@@ -378,19 +410,6 @@ func (b *logBuffer) race() string {
 		end = min(len(s)-i, 8000)
 	}
 	return s[i : i+end]
-}
-
-// count returns how many of mozi's log lines match re.
-func (b *logBuffer) count(re *regexp.Regexp) int {
-	n := 0
-	sc := bufio.NewScanner(strings.NewReader(b.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if re.MatchString(sc.Text()) {
-			n++
-		}
-	}
-	return n
 }
 
 // eventually polls cond until it holds; detail says what was seen last.
@@ -627,17 +646,6 @@ func (c *checkout) commitPush(branch, file, content string) string {
 	c.git("commit", "-q", "-m", "Change "+file)
 	c.git("push", "-q", "origin", "HEAD:"+branch)
 	return c.git("rev-parse", "HEAD")
-}
-
-// waitHead waits until Gitea's pull request has head sha: Gitea has
-// then processed the push and sends its synchronized delivery.
-func (w *world) waitHead(pr int, sha string) {
-	w.t.Helper()
-	w.eventually(fmt.Sprintf("pull request #%d at %s", pr, sha[:8]), time.Minute, func() (bool, string) {
-		var p pull
-		w.call(w.human, http.MethodGet, fmt.Sprintf("/repos/%s/pulls/%d", w.repo, pr), nil, &p)
-		return p.Head.Sha == sha, p.Head.Sha
-	})
 }
 
 // status posts a commit status as u.

@@ -354,9 +354,18 @@ func (s *Server) Resume(ctx context.Context) error {
 	return s.run(ctx)
 }
 
-// Close stops the server and removes its directory.
+// EnvKeep keeps the servers' directories (logs, database) after Close,
+// for a look after a failure.
+const EnvKeep = "MOZI_TEST_GITEA_KEEP"
+
+// Close stops the server and removes its directory (unless EnvKeep is
+// set).
 func (s *Server) Close() {
 	s.Stop()
+	if os.Getenv(EnvKeep) != "" {
+		fmt.Fprintf(os.Stderr, "realgitea: %s kept\n", s.Dir)
+		return
+	}
 	_ = os.RemoveAll(s.Dir)
 }
 

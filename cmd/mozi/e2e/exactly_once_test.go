@@ -1,0 +1,150 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// attemptsOf are a task's attempts, oldest first.
+func (w *world) attemptsOf(id int64) []task.Attempt {
+	w.t.Helper()
+	list, err := w.store.Attempts(w.t.Context(), id)
+	require.NoError(w.t, err)
+	return list
+}
+
+// TestE2EMergeStopsTheRunningAgentAndKeepsItsSlot: a person merges the
+// pull request while the author's review_result run is going. The run is
+// stopped at once, and the agent's next task starts only after that run
+// ended and was recorded: two runs of one agent never overlap.
+func TestE2EMergeStopsTheRunningAgentAndKeepsItsSlot(t *testing.T) {
+	t.Parallel()
+	// The default lease: its heartbeat (every 20 s) must not be what
+	// notices the end.
+	w := newWorld(t, worldOptions{agents: []agentSpec{{name: "coder", role: "coder",
+		env: map[string]string{"E2E_SLEEP": "60s", "E2E_SLEEP_ON": "review_result"}}},
+		tune: func(cfg map[string]any) { section(cfg, "dispatcher")["lease_ttl"] = "60s" }})
+	coder := w.login("coder")
+	w.createIssue("Add a greeting", "Please add a greeting file.", coder)
+	w.waitTask("the assigned task", 2*time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
+	pr := w.pulls()[0]
+
+	w.call(w.human, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/reviews", w.repo, pr.Number),
+		map[string]any{"event": "REQUEST_CHANGES", "body": "Please say hello louder."}, nil)
+	var result task.Task
+	w.eventually("the review_result run going", 2*time.Minute, func() (bool, string) {
+		list := w.tasksWhere(isAction(task.ActionReviewResult, coder))
+		if len(list) != 1 {
+			return false, describe(w.tasks())
+		}
+		result = list[0]
+		attempts := w.attemptsOf(result.ID)
+		return len(attempts) == 1 && attempts[0].FinishedAt.IsZero(), describe(list)
+	})
+	next := w.createIssue("Add a farewell", "Please add a farewell file.", coder)
+	w.eventually("the next assignment queued", time.Minute, func() (bool, string) {
+		list := w.tasksWhere(func(t task.Task) bool { return t.IssueNumber == next })
+		return len(list) == 1, describe(w.tasks())
+	})
+
+	w.call(w.human, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", w.repo, pr.Number),
+		map[string]any{"Do": "merge"}, nil)
+	merged := time.Now()
+	var stopped task.Attempt
+	w.eventually("the review_result run stopped", time.Minute, func() (bool, string) {
+		attempts := w.attemptsOf(result.ID)
+		stopped = attempts[0]
+		return !stopped.FinishedAt.IsZero(), fmt.Sprintf("%+v", attempts)
+	})
+	assert.Equal(t, "stopped", stopped.Outcome, stopped.Error)
+	assert.Contains(t, stopped.Error, "done by "+w.human.Login)
+	t.Logf("run stopped %s after the merge", stopped.FinishedAt.Sub(merged).Round(time.Millisecond))
+	assert.Less(t, stopped.FinishedAt.Sub(merged), 15*time.Second, "stopped when the task ended, not at the next heartbeat")
+
+	second := w.waitTask("the next assignment", 2*time.Minute, task.StatusReview,
+		func(t task.Task) bool { return t.IssueNumber == next })
+	attempts := w.attemptsOf(second.ID)
+	require.Len(t, attempts, 1)
+	assert.False(t, attempts[0].StartedAt.Before(stopped.FinishedAt),
+		"the next run started %s, before the stopped one was recorded at %s", attempts[0].StartedAt, stopped.FinishedAt)
+	w.checkRuns()
+}
+
+// TestE2EDatabaseOutageLongerThanTheLease: PostgreSQL goes away for longer
+// than the run lease while three agents' runs end. Each run is recorded
+// once the database is back and no agent runs again. (The agents do
+// nothing in Gitea, whose speed must not decide whether a run ends within
+// the outage: their tasks stay working, waiting for Gitea.)
+func TestE2EDatabaseOutageLongerThanTheLease(t *testing.T) {
+	t.Parallel()
+	agents := []agentSpec{}
+	for _, name := range []string{"a1", "a2", "a3"} {
+		agents = append(agents, agentSpec{name: name, role: "idle", env: map[string]string{"E2E_SLEEP": "3s"}})
+	}
+	w := newWorld(t, worldOptions{ownDatabase: true, agents: agents,
+		tune: func(cfg map[string]any) { section(cfg, "dispatcher")["lease_ttl"] = "10s" }})
+	for _, name := range []string{"a1", "a2", "a3"} {
+		w.createIssue("Job for "+name, "Do it.", w.login(name))
+	}
+	w.eventually("three runs going", 2*time.Minute, func() (bool, string) {
+		running := 0
+		for _, tk := range w.tasks() {
+			if a := w.attemptsOf(tk.ID); len(a) == 1 && a[0].FinishedAt.IsZero() {
+				running++
+			}
+		}
+		return running == 3, describe(w.tasks())
+	})
+	// A run of a replica that died meanwhile: the one task to rescue.
+	ghost, err := w.store.CreateTask(t.Context(), repository.NewTask{Repo: w.repo, IssueNumber: 99,
+		ActionType: task.ActionMention, Agent: "ghost", Priority: 2})
+	require.NoError(t, err)
+	for _, ev := range []task.Event{task.EventClaim, task.EventStart} {
+		res, err := w.store.Apply(t.Context(), ghost.ID, ev, repository.Change{LeaseOwner: "dead-replica", LeaseTTL: time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+	}
+	w.stopDatabase()
+	time.Sleep(15 * time.Second) // the outage: the runs end in it, the 10 s lease expires
+	w.startDatabase()
+
+	w.eventually("every run recorded", 3*time.Minute, func() (bool, string) {
+		tasks := w.tasksWhere(func(t task.Task) bool { return t.Agent != "ghost" })
+		done := 0
+		for _, tk := range tasks {
+			if a := w.attemptsOf(tk.ID); tk.LeaseOwner == "" && len(a) > 0 && !a[0].FinishedAt.IsZero() {
+				done++
+			}
+		}
+		return done == 3, describe(tasks)
+	})
+	// Once the dead replica's task is rescued, rescues happen: the live
+	// runs' tasks were not among them.
+	w.eventually("the dead replica's task rescued", time.Minute, func() (bool, string) {
+		tk, err := w.store.Task(t.Context(), ghost.ID)
+		require.NoError(t, err)
+		return tk.Status != task.StatusWorking, describe([]task.Task{tk})
+	})
+	for _, tk := range w.tasksWhere(func(t task.Task) bool { return t.ID != ghost.ID }) {
+		assert.Equal(t, task.StatusWorking, tk.Status, "the run succeeded: the task waits for Gitea")
+		assert.Equal(t, 1, tk.DispatchCount, describe([]task.Task{tk}))
+		attempts := w.attemptsOf(tk.ID)
+		require.Len(t, attempts, 1, describe([]task.Task{tk}))
+		assert.Equal(t, "succeeded", attempts[0].Outcome)
+	}
+	for _, a := range w.agents {
+		assert.Equal(t, 1, strings.Count(w.runsOf(a), "start "), "agent %s ran more than once", a.Login)
+	}
+	w.checkRuns()
+}

@@ -66,18 +66,36 @@ func TestGiteaReadsRecordedResponses(t *testing.T) {
 	assert.Equal(t, []string{"hello"}, srv.Comments("acme/widget", 3))
 }
 
-// The catch-up's listings read Gitea's recorded answers.
+// The catch-up's listings read Gitea's recorded answers: open issues (not
+// the closed ones the recording also holds) updated since a time.
 func TestGiteaListsWhatChanged(t *testing.T) {
 	t.Parallel()
 	srv := giteatest.New()
 	defer srv.Close()
 	g, _ := fastGitea(t, srv, giteatest.Token, nil)
 	ctx := context.Background()
-	issues, err := g.OpenIssuesSince(ctx, "acme/widget", time.Now().Add(-time.Hour), 3)
-	require.NoError(t, err)
-	require.Len(t, issues, 3, "up to the limit")
-	assert.Equal(t, 5, issues[0].Number)
-	assert.Equal(t, []string{"coder1"}, issues[0].Assignees)
+	issue1Updated := time.Date(2026, 11, 22, 23, 50, 4, 0, time.UTC) // issue-1.json
+	tests := []struct {
+		name  string
+		since time.Time
+		limit int
+		want  []int
+	}{
+		{"everything open", time.Time{}, 10, []int{1}},
+		{"updated at the mark", issue1Updated, 10, []int{1}},
+		{"nothing since", issue1Updated.Add(time.Second), 10, nil},
+		{"no room", time.Time{}, 0, nil},
+	}
+	for _, tt := range tests {
+		issues, err := g.OpenIssuesSince(ctx, "acme/widget", tt.since, tt.limit)
+		require.NoError(t, err, tt.name)
+		var got []int
+		for _, i := range issues {
+			require.Equal(t, "open", i.State, tt.name)
+			got = append(got, i.Number)
+		}
+		assert.Equal(t, tt.want, got, tt.name)
+	}
 	pulls, err := g.OpenPullRequestsSince(ctx, "acme/widget", time.Now().Add(-time.Hour), 10)
 	require.NoError(t, err)
 	assert.Empty(t, pulls, "the recording has no open pull request")

@@ -3,8 +3,11 @@ package gitea
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -232,4 +235,94 @@ func TestEndpointLabelsAreBounded(t *testing.T) {
 	} {
 		assert.Equal(t, want, endpoint(path), path)
 	}
+}
+
+// Gitea 1.25 answers every page of an issue's comments with the whole
+// list (the fake too): mozi reads each comment once, up to its limit.
+func TestGiteaReadsUnpagedCommentsOnce(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	g, _ := fastGitea(t, srv, giteatest.Token, nil)
+	ctx := context.Background()
+	for i := range 51 {
+		_, err := g.PostComment(ctx, "acme/widget", 1, fmt.Sprintf("comment %d", i))
+		require.NoError(t, err)
+	}
+	for limit, want := range map[int]int{10: 10, 51: 51, 100: 51} {
+		comments, err := g.FetchComments(ctx, "acme/widget", 1, limit)
+		require.NoError(t, err)
+		require.Len(t, comments, want, "limit %d", limit)
+		for i, c := range comments {
+			assert.Equal(t, fmt.Sprintf("comment %d", i), c.Body, "limit %d", limit)
+		}
+	}
+}
+
+// A review request is pending until the reviewer answers; the pull
+// request's requested_reviewers lists every reviewer's latest review.
+func TestGiteaPendingReviewRequests(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	for _, login := range []string{"coder1", "coder2", "reviewer1"} {
+		srv.AddUser("token-"+login, login)
+	}
+	g, _ := fastGitea(t, srv, giteatest.Token, nil)
+	ctx := context.Background()
+
+	pending, err := g.PendingReviewRequests(ctx, "acme/widget", 4)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "the recorded #4: reviewer1 was asked, then reviewed")
+	pr, err := g.FetchPullRequest(ctx, "acme/widget", 4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"reviewer1"}, pr.RequestedReviewers, "yet Gitea lists reviewer1 as requested")
+
+	post := func(login, path string, body any) {
+		data, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/repos/acme/widget/pulls/6/"+path, bytes.NewReader(data))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "token token-"+login)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 300, path)
+	}
+	steps := []struct {
+		name      string
+		do        func()
+		pending   []string
+		requested []string
+	}{
+		{"two asked", func() {
+			post("coder1", "requested_reviewers", map[string]any{"reviewers": []string{"coder2", "reviewer1"}})
+		},
+			[]string{"coder2", "reviewer1"}, []string{"coder2", "reviewer1"}},
+		{"asked twice", func() { post("coder1", "requested_reviewers", map[string]any{"reviewers": []string{"coder2"}}) },
+			[]string{"coder2", "reviewer1"}, []string{"coder2", "reviewer1"}},
+		{"one approves", func() { post("reviewer1", "reviews", map[string]any{"event": "APPROVED"}) },
+			[]string{"coder2"}, []string{"coder2", "reviewer1"}},
+		{"a draft is no answer", func() { post("coder2", "reviews", map[string]any{"event": "PENDING"}) },
+			[]string{"coder2"}, []string{"coder2", "reviewer1"}},
+		{"the approver asked again", func() { post("coder1", "requested_reviewers", map[string]any{"reviewers": []string{"reviewer1"}}) },
+			[]string{"coder2", "reviewer1"}, []string{"coder2", "reviewer1"}},
+		{"both answer", func() {
+			post("coder2", "reviews", map[string]any{"event": "COMMENT", "body": "ok"})
+			post("reviewer1", "reviews", map[string]any{"event": "REQUEST_CHANGES", "body": "no"})
+		}, nil, []string{"coder2", "reviewer1"}},
+	}
+	for _, step := range steps {
+		step.do()
+		pending, err := g.PendingReviewRequests(ctx, "acme/widget", 6)
+		require.NoError(t, err, step.name)
+		assert.Equal(t, step.pending, pending, step.name)
+		pr, err := g.FetchPullRequest(ctx, "acme/widget", 6)
+		require.NoError(t, err, step.name)
+		slices.Sort(pr.RequestedReviewers)
+		assert.Equal(t, step.requested, pr.RequestedReviewers, step.name)
+	}
+	_, err = g.PendingReviewRequests(ctx, "acme/widget", 999)
+	require.ErrorIs(t, err, task.ErrNotFound)
 }

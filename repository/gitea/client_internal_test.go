@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -325,4 +326,45 @@ func TestGiteaPendingReviewRequests(t *testing.T) {
 	}
 	_, err = g.PendingReviewRequests(ctx, "acme/widget", 999)
 	require.ErrorIs(t, err, task.ErrNotFound)
+}
+
+// A Forgejo is told by its version (…+gitea-1.22.0) or, when that does
+// not say, by its own version API; its hooks need no status event.
+func TestDetectForge(t *testing.T) {
+	t.Parallel()
+	plain := func(version string, forgejoAPI bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/api/v1/version", forgejoAPI && r.URL.Path == "/api/forgejo/v1/version":
+				_, _ = fmt.Fprintf(w, `{"version":%q}`, version)
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+	}
+	tests := []struct {
+		name string
+		srv  func() *httptest.Server
+		want Forge
+	}{
+		{"recorded Gitea 1.25.4", func() *httptest.Server { return giteatest.New().Server }, Forge{Version: "1.25.4"}},
+		{"recorded Forgejo 10", func() *httptest.Server {
+			return giteatest.NewFrom(giteatest.RecordingDir("forgejo-10.0.0-dev")).Server
+		}, Forge{Version: "10.0.0-dev-456d05998231+gitea-1.22.0", Forgejo: true}},
+		{"a Forgejo whose version does not say", func() *httptest.Server { return plain("12.0.0", true) }, Forge{Version: "12.0.0", Forgejo: true}},
+		{"a Gitea 1.27.3", func() *httptest.Server { return plain("1.27.3", false) }, Forge{Version: "1.27.3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := tt.srv()
+			defer srv.Close()
+			g, err := New(Config{URL: srv.URL, Token: giteatest.Token, MaxAttempts: 1})
+			require.NoError(t, err)
+			got, err := g.DetectForge(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, !tt.want.Forgejo, slices.Contains(got.HookEvents(), "status"))
+		})
+	}
 }

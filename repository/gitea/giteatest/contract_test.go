@@ -192,6 +192,10 @@ func TestE2EContractReads(t *testing.T) {
 	const repo = storyRepo
 	p.check(t, map[string]call{
 		"who am I": func(ctx context.Context, g *gitea.Client, _ side) (any, error) { return g.WhoAmI(ctx) },
+		"forge (not a Forgejo)": func(ctx context.Context, g *gitea.Client, _ side) (any, error) {
+			f, err := g.DetectForge(ctx)
+			return f.Forgejo, err
+		},
 		"repository admin": func(ctx context.Context, g *gitea.Client, _ side) (any, error) {
 			return g.RepoAdmin(ctx, repo)
 		},
@@ -409,12 +413,12 @@ func TestE2EContractWebhookInstall(t *testing.T) {
 		Missing   []string
 	}
 	install := func(g *gitea.Client, repo string) result {
-		h, replaced, err := g.InstallHook(ctx, gitea.HookScope{Repo: repo}, url, "contract-secret-0123456789")
+		h, replaced, err := g.InstallHook(ctx, gitea.Forge{}, gitea.HookScope{Repo: repo}, url, "contract-secret-0123456789")
 		require.NoError(t, err)
 		listed, err := g.Hooks(ctx, gitea.HookScope{Repo: repo})
 		require.NoError(t, err)
 		return result{Installed: comparable(h).(gitea.Hook), Replaced: len(replaced), Listed: comparable(listed).([]gitea.Hook),
-			Missing: h.MissingEvents()}
+			Missing: h.MissingEvents(gitea.Forge{})}
 	}
 	for _, round := range []string{"first install", "second install"} {
 		real, fake := install(p.real, realRepo), install(p.fake, storyRepo)

@@ -32,7 +32,8 @@ const (
 
 // IntakeConfig configures the HTTP intake.
 type IntakeConfig struct {
-	// Secrets verify X-Gitea-Signature; any one matching is enough.
+	// Secrets verify X-Gitea-Signature (or X-Forgejo-Signature, the same);
+	// any one matching is enough.
 	Secrets []string
 	// InsecureNoSignature accepts unsigned deliveries (never in production).
 	InsecureNoSignature bool
@@ -182,7 +183,7 @@ func (in *Intake) read(w http.ResponseWriter, r *http.Request, h payload.Headers
 		}
 	}
 	if h.Event == "" {
-		return repository.Delivery{}, &rejection{http.StatusBadRequest, "malformed", "missing X-Gitea-Event header"}
+		return repository.Delivery{}, &rejection{http.StatusBadRequest, "malformed", "missing X-Gitea-Event (or X-Forgejo-Event) header"}
 	}
 	d := repository.Delivery{
 		ID: h.Delivery, Event: h.Event, EventType: h.EventType,
@@ -194,7 +195,7 @@ func (in *Intake) read(w http.ResponseWriter, r *http.Request, h payload.Headers
 		d.ID = "sha256:" + hex.EncodeToString(sum[:16])
 	}
 	if len(d.ID) > 200 {
-		return repository.Delivery{}, &rejection{http.StatusBadRequest, "malformed", "X-Gitea-Delivery is longer than 200 characters"}
+		return repository.Delivery{}, &rejection{http.StatusBadRequest, "malformed", "the delivery id (X-Gitea-Delivery) is longer than 200 characters"}
 	}
 	kind := payload.Classify(h.Event, h.EventType)
 	if kind == payload.KindIgnored {
@@ -247,7 +248,7 @@ func storedHeaders(h http.Header) map[string]string {
 	out := map[string]string{}
 	for name, values := range h {
 		lower := strings.ToLower(name)
-		if strings.HasPrefix(lower, "x-gitea-") || strings.HasPrefix(lower, "x-gogs-") ||
+		if strings.HasPrefix(lower, "x-gitea-") || strings.HasPrefix(lower, "x-forgejo-") || strings.HasPrefix(lower, "x-gogs-") ||
 			strings.HasPrefix(lower, "x-github-") || strings.HasPrefix(lower, "x-hub-") ||
 			lower == "content-type" || lower == "user-agent" {
 			out[payload.Clean(name)] = payload.Clean(strings.Join(values, ", "))

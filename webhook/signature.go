@@ -8,7 +8,7 @@ import (
 )
 
 var (
-	errNoSignature  = errors.New("missing X-Gitea-Signature")
+	errNoSignature  = errors.New("missing X-Gitea-Signature (or X-Forgejo-Signature)")
 	errBadSignature = errors.New("signature does not match any configured secret")
 )
 

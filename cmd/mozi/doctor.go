@@ -210,12 +210,15 @@ func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout tim
 		d.report(verdictFail, "gitea", err.Error(), "")
 		return
 	}
-	version, err := g.ServerVersion(ctx)
+	forge, err := g.DetectForge(ctx)
 	if err != nil {
 		d.report(verdictFail, "gitea", cfg.Gitea.URL+": "+err.Error(), "is gitea.url the address mozi reaches Gitea at?")
 		return
 	}
-	d.report(verdictOK, "gitea", fmt.Sprintf("%s: Gitea %s", cfg.Gitea.URL, version), "")
+	d.report(verdictOK, "gitea", fmt.Sprintf("%s: %s", cfg.Gitea.URL, forge), "")
+	if forge.Forgejo {
+		d.report(verdictOK, "ci failures", forgejoCINote(cfg), "")
+	}
 	if cfg.Gitea.Token == "" {
 		d.report(verdictFail, "gitea token", "not set", "set MOZI_GITEA_TOKEN: a token of the bot user "+cfg.Gitea.BotUser)
 		return
@@ -241,11 +244,18 @@ func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout tim
 			"set it to the URL Gitea reaches mozi at (…/webhooks/gitea); webhooks are matched on it")
 	}
 	for _, repo := range cfg.Gitea.Repos {
-		d.checkRepo(ctx, g, cfg, repo)
+		d.checkRepo(ctx, g, forge, cfg, repo)
 	}
 }
 
-func (d *doctor) checkRepo(ctx context.Context, g *gitea.Client, cfg *config.Config, repo string) {
+// forgejoCINote says where CI failures come from on a Forgejo, which has
+// no commit status webhook: doctor and webhook install print it alike.
+func forgejoCINote(cfg *config.Config) string {
+	return fmt.Sprintf("Forgejo sends no commit status webhooks: mozi learns of CI failures from its status poll, every %s (ticker.status_poll_every)",
+		cfg.Ticker.StatusPollEvery)
+}
+
+func (d *doctor) checkRepo(ctx context.Context, g *gitea.Client, forge gitea.Forge, cfg *config.Config, repo string) {
 	admin, err := g.RepoAdmin(ctx, repo)
 	if err != nil {
 		d.report(verdictFail, repo, err.Error(), "does the repository exist, and can "+cfg.Gitea.BotUser+" see it?")
@@ -268,13 +278,15 @@ func (d *doctor) checkRepo(ctx context.Context, g *gitea.Client, cfg *config.Con
 	if orgHooks, err := g.Hooks(ctx, gitea.HookScope{Org: owner}); err == nil {
 		hooks = append(hooks, orgHooks...) // a user owner or no org rights: repository hooks only
 	}
-	verdictFor, found := hookVerdict(hooks, cfg.Webhook.PublicURL)
+	verdictFor, found := hookVerdict(hooks, cfg.Webhook.PublicURL, forge)
 	hint := "mozi webhook install --repo " + repo + " creates or fixes it"
 	d.report(verdictFor, repo, found, hint)
 }
 
-// hookVerdict judges the webhooks of a repository against what mozi needs.
-func hookVerdict(hooks []gitea.Hook, publicURL string) (verdict, string) {
+// hookVerdict judges the webhooks of a repository against what mozi needs
+// from the forge: a Forgejo's hook cannot send "status", and may be of
+// Forgejo's own type.
+func hookVerdict(hooks []gitea.Hook, publicURL string, forge gitea.Forge) (verdict, string) {
 	var candidates []gitea.Hook
 	for _, h := range hooks {
 		if publicURL != "" && h.URL == publicURL || publicURL == "" && strings.HasSuffix(h.URL, "/webhooks/gitea") {
@@ -289,9 +301,9 @@ func hookVerdict(hooks []gitea.Hook, publicURL string) (verdict, string) {
 		return verdictFail, fmt.Sprintf("no webhook points at %s (%d other webhooks)", target, len(hooks))
 	}
 	h := candidates[0]
-	switch missing := h.MissingEvents(); {
-	case h.Type != "gitea":
-		return verdictFail, fmt.Sprintf("webhook %d is of type %q, not gitea", h.ID, h.Type)
+	switch missing := h.MissingEvents(forge); {
+	case h.Type != "gitea" && h.Type != "forgejo":
+		return verdictFail, fmt.Sprintf("webhook %d is of type %q, not gitea (or forgejo)", h.ID, h.Type)
 	case !h.Active:
 		return verdictFail, fmt.Sprintf("webhook %d is not active", h.ID)
 	case h.ContentType != "json":

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,12 +57,12 @@ func (s *doctorSetup) write(t *testing.T) string {
 	}
 	if body == "" {
 		body = fmt.Sprintf(`database: {url: %q}
-gitea: {url: %q, token: %q, repos: [acme/widget]}
+gitea: {url: %q, token: %q, repos: [%s]}
 webhook: {secrets: [%s], public_url: %q}
 %s
 agents:
   - {login: coder1, %sworkspace: none, workdir: %q, token_env: CODER1_TOKEN%s}
-`, s.dbURL, s.gitea.URL, s.token, s.secret, publicURL, s.extra, command, s.workdir, s.agent)
+`, s.dbURL, s.gitea.URL, s.token, s.gitea.Repo(), s.secret, publicURL, s.extra, command, s.workdir, s.agent)
 	}
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 	return path
@@ -101,7 +102,7 @@ func TestWebhookInstallThenDoctorPasses(t *testing.T) {
 	assert.Equal(t, publicURL, cfg["url"])
 	assert.Equal(t, "json", cfg["content_type"])
 	assert.Equal(t, testSecret, cfg["secret"], "Gitea signs with mozi's secret")
-	assert.Empty(t, gitea.Hook{Events: hooks[0]["events"].([]string)}.MissingEvents(),
+	assert.Empty(t, gitea.Hook{Events: hooks[0]["events"].([]string)}.MissingEvents(gitea.Forge{}),
 		"Gitea keeps every event mozi needs, under its own names")
 	assert.Equal(t, true, hooks[0]["active"])
 
@@ -255,4 +256,88 @@ func TestDoctorJSON(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"agent coder1: CODER1_TOKEN is not set"}, failed)
+}
+
+// useForgejo makes the setup's fake a Forgejo 10 (its recorded answers).
+func (s *doctorSetup) useForgejo(t *testing.T) {
+	t.Helper()
+	s.gitea.Close()
+	s.gitea = giteatest.NewFrom(giteatest.RecordingDir("forgejo-10.0.0-dev"))
+	t.Cleanup(s.gitea.Close)
+	s.gitea.AddUser("token-coder1", "coder1")
+}
+
+// On a Forgejo, which has no commit status webhook, mozi webhook install
+// and mozi doctor agree that the hook needs no "status" (doctor used to
+// ask for it, and install to recreate the same hook, for ever), and both
+// say where CI failures come from instead.
+func TestForgejoHookHasNoStatusEvent(t *testing.T) {
+	const poll = "mozi learns of CI failures from its status poll, every 2m0s (ticker.status_poll_every)"
+	s := newDoctorSetup(t)
+	s.useForgejo(t)
+	repo := s.gitea.Repo()
+	out, err := s.run(t, "webhook", "install")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "Forgejo 10.0.0-dev-456d05998231+gitea-1.22.0: Forgejo sends no commit status webhooks: "+poll)
+	assert.Contains(t, out, repo+": webhook 1 created → "+publicURL)
+	hooks := s.gitea.Hooks(repo)
+	require.Len(t, hooks, 1)
+	assert.NotContains(t, hooks[0]["events"], "status", "Forgejo drops it")
+
+	out, err = s.run(t, "doctor")
+	require.NoError(t, err, out)
+	assert.Empty(t, failLines(out))
+	assert.Contains(t, out, "ok    gitea                  "+s.gitea.URL+": Forgejo 10.0.0-dev-456d05998231+gitea-1.22.0")
+	assert.Contains(t, out, "ok    ci failures            Forgejo sends no commit status webhooks: "+poll)
+	assert.Contains(t, out, "ok    "+repo)
+
+	out, err = s.run(t, "webhook", "install")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "webhook 2 created, replacing webhook 1", "install is idempotent: the same hook again")
+	out, err = s.run(t, "doctor")
+	require.NoError(t, err, out)
+	assert.Empty(t, failLines(out))
+}
+
+// doctor judges a hook by what the forge can send.
+func TestDoctorJudgesHooksByForge(t *testing.T) {
+	withoutStatus := slices.DeleteFunc(slices.Clone(gitea.HookEvents), func(e string) bool { return e == "status" })
+	tests := []struct {
+		name     string
+		forgejo  bool
+		hookType string
+		events   []string
+		fail     string // "": no failure
+	}{
+		{"Gitea: every event", false, "gitea", gitea.HookEvents, ""},
+		{"Gitea: no status", false, "gitea", withoutStatus, "does not send status"},
+		{"Gitea: a slack hook", false, "slack", gitea.HookEvents, `is of type "slack", not gitea (or forgejo)`},
+		{"Forgejo: a gitea hook", true, "gitea", gitea.HookEvents, ""},
+		{"Forgejo: a forgejo hook", true, "forgejo", withoutStatus, ""},
+		// "issues" stands for every issue event: issues_only is the event alone.
+		{"Forgejo: no issue_comment", true, "forgejo", []string{"issues_only", "issue_assign", "issue_label", "pull_request"},
+			"does not send issue_comment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newDoctorSetup(t)
+			if tt.forgejo {
+				s.useForgejo(t)
+			}
+			s.gitea.AddHookOfType(s.gitea.Repo(), tt.hookType, publicURL, "json", tt.events, true)
+			out, err := s.run(t, "doctor")
+			fails := failLines(out)
+			if tt.fail == "" {
+				require.NoError(t, err, out)
+				assert.Empty(t, fails)
+				return
+			}
+			require.Error(t, err, out)
+			require.Len(t, fails, 1, out)
+			assert.Contains(t, fails[0], tt.fail)
+			if tt.forgejo {
+				assert.NotContains(t, fails[0], "status", "Forgejo cannot send it")
+			}
+		})
+	}
 }

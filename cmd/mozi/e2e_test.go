@@ -186,6 +186,7 @@ func (w *world) issueEvent(prefix string, number int, assignees []string) {
 		i["assignees"] = list
 	})
 	require.NoError(w.t, err)
+	w.gitea.AddIssue(number, fmt.Sprintf("Synthetic issue %d", number), "Do it.", assignees...) // as Gitea would hold it
 	w.post(f, fmt.Sprintf("%s-%d", prefix, number))
 }
 

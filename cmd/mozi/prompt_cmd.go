@@ -179,9 +179,10 @@ func offlineInput(cfg *config.Config, path string, action task.ActionType, agent
 	if err != nil {
 		return nil, err
 	}
-	kind := payload.Classify(f.Header("X-Gitea-Event"), f.Header("X-Gitea-Event-Type"))
+	h := payload.ReadHeaders(f.HTTPHeader())
+	kind := payload.Classify(h.Event, h.EventType)
 	if kind == payload.KindIgnored {
-		return nil, fmt.Errorf("%s: a %s event makes no task", path, f.Header("X-Gitea-Event"))
+		return nil, fmt.Errorf("%s: a %s event makes no task", path, h.Event)
 	}
 	ev, err := payload.Parse(kind, f.Body)
 	if err != nil {

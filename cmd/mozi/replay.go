@@ -69,7 +69,7 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 			override = recording.WithDelivery(newDeliveryID())
 		}
 		sig := webhook.Sign(f.Body, secret)
-		override["X-Gitea-Signature"], override["X-Gogs-Signature"] = sig, sig
+		override["X-Gitea-Signature"], override["X-Forgejo-Signature"], override["X-Gogs-Signature"] = sig, sig, sig
 		override["X-Hub-Signature-256"] = "sha256=" + sig
 		override["X-Hub-Signature"] = "" // SHA-1 of the old secret: drop it
 		req, err := f.Request(url, override)

@@ -20,6 +20,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
@@ -272,7 +273,7 @@ func recoverer(logger *slog.Logger) func(http.Handler) http.Handler {
 						panic(v)
 					}
 					logger.Error("BUG: HTTP handler panicked", "method", r.Method, "path", r.URL.Path,
-						"delivery_id", r.Header.Get("X-Gitea-Delivery"), "panic", fmt.Sprint(v),
+						"delivery_id", payload.ReadHeaders(r.Header).Delivery, "panic", fmt.Sprint(v),
 						"stack", string(debug.Stack()))
 					writeJSON(w, http.StatusInternalServerError, map[string]string{"status": "error", "error": "internal error"})
 				}

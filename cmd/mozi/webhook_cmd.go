@@ -79,9 +79,18 @@ func runWebhookInstall(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The events to ask for depend on the forge: doctor judges the hook
+	// by the same list.
+	forge, err := g.DetectForge(ctx)
+	if err != nil {
+		return fmt.Errorf("webhook install: %w", err)
+	}
+	if forge.Forgejo {
+		fmt.Fprintf(e.stdout, "%s: %s\n", forge, forgejoCINote(cfg))
+	}
 	failed := 0
 	for _, s := range scopes {
-		h, replaced, err := g.InstallHook(ctx, s, target, cfg.Webhook.Secrets[0].Value())
+		h, replaced, err := g.InstallHook(ctx, forge, s, target, cfg.Webhook.Secrets[0].Value())
 		if err != nil {
 			fmt.Fprintf(e.stderr, "mozi: %s: %v\n", s, err)
 			failed++

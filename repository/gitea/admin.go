@@ -15,11 +15,72 @@ import (
 // Gitea's hook API takes and returns. Gitea expands "issues" and
 // "pull_request" to every issue and pull request event; reviews are one
 // event there ("pull_request_review"), delivered as
-// pull_request_review_approved, _rejected or _comment.
+// pull_request_review_approved, _rejected or _comment. A Forgejo has no
+// "status" event: see Forge.HookEvents.
 var HookEvents = []string{
 	"issues", "issue_assign", "issue_label", "issue_comment",
 	"pull_request", "pull_request_assign", "pull_request_comment", "pull_request_review",
 	"pull_request_sync", "pull_request_review_request", "status",
+}
+
+// Forge is the server mozi talks to: a Gitea, or a Forgejo (a fork that
+// answers Gitea's API), which differ in the webhooks they can send.
+type Forge struct {
+	// Version is what the server's version API says.
+	Version string
+	// Forgejo is set for a Forgejo.
+	Forgejo bool
+}
+
+func (f Forge) String() string {
+	if f.Forgejo {
+		return "Forgejo " + f.Version
+	}
+	return "Gitea " + f.Version
+}
+
+// HookEvents are the webhook events mozi asks this forge for. Forgejo has
+// no commit status event (a hook created with "status" comes back
+// without it), so there mozi learns of CI failures only from its status
+// poll.
+func (f Forge) HookEvents() []string {
+	if f.Forgejo {
+		return slices.DeleteFunc(slices.Clone(HookEvents), func(e string) bool { return e == "status" })
+	}
+	return slices.Clone(HookEvents)
+}
+
+// forgejoVersionPath is Forgejo's own version API, which Gitea lacks.
+const forgejoVersionPath = "/api/forgejo/v1/version"
+
+// DetectForge asks the server its version and whether it is a Forgejo:
+// Forgejo's version says which Gitea it is compatible with
+// (10.0.0+gitea-1.22.0), and Forgejo answers its own version API.
+func (g *Client) DetectForge(ctx context.Context) (Forge, error) {
+	version, err := g.ServerVersion(ctx)
+	if err != nil {
+		return Forge{}, err
+	}
+	f := Forge{Version: version, Forgejo: strings.Contains(version, "+gitea-")}
+	if !f.Forgejo {
+		f.Forgejo = g.answers(ctx, forgejoVersionPath)
+	}
+	return f, nil
+}
+
+// answers reports whether an anonymous GET of path gets a 200.
+func (g *Client) answers(ctx context.Context, path string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url+path, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // reviewVerdicts are the delivery names of "pull_request_review", which a
@@ -41,10 +102,11 @@ type Hook struct {
 	Active      bool
 }
 
-// MissingEvents returns the events mozi needs that the hook does not send.
-func (h Hook) MissingEvents() []string {
+// MissingEvents returns the events mozi needs from the forge that the
+// hook does not send.
+func (h Hook) MissingEvents(f Forge) []string {
 	var out []string
-	for _, e := range HookEvents {
+	for _, e := range f.HookEvents() {
 		if slices.Contains(h.Events, e) {
 			continue
 		}
@@ -166,13 +228,13 @@ func (g *Client) Hooks(ctx context.Context, scope HookScope) ([]Hook, error) {
 	return out, nil
 }
 
-// InstallHook creates the webhook that sends mozi's events to url signed
-// with secret. Gitea's API cannot change a hook's secret (an edit ignores
+// InstallHook creates the webhook that sends mozi's events (those the
+// forge has) to url signed with secret. Gitea's API cannot change a hook's secret (an edit ignores
 // it), so a hook already pointing at url is replaced: the new one is
 // created first and the old one deleted after, so no event falls between
 // (one sent by both is the same event twice, which mozi's intake drops).
 // It returns the hook and the ids of the hooks it replaced.
-func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret string) (Hook, []int64, error) {
+func (g *Client) InstallHook(ctx context.Context, f Forge, scope HookScope, url, secret string) (Hook, []int64, error) {
 	existing, err := g.Hooks(ctx, scope)
 	if err != nil {
 		return Hook{}, nil, err
@@ -182,7 +244,9 @@ func (g *Client) InstallHook(ctx context.Context, scope HookScope, url, secret s
 		return Hook{}, nil, err
 	}
 	config := map[string]string{"url": url, "content_type": "json", "secret": secret, "http_method": "post"}
-	events := slices.Clone(HookEvents)
+	events := f.HookEvents()
+	// Type gitea on a Forgejo too: it sends the same payloads there, with
+	// its X-Forgejo-* headers beside X-Gitea-*.
 	opt := sdk.CreateHookOption{Type: sdk.HookTypeGitea, Config: config, Events: events, Active: true, BranchFilter: "*"}
 	var (
 		created *sdk.Hook

@@ -14,8 +14,8 @@ import (
 const catchUpPage = 50
 
 // OpenIssuesSince lists a repository's open issues (not pull requests)
-// updated at or after since, most recently updated first, up to limit:
-// what mozi may have missed while it was down.
+// updated at or after since, most recently created first (Gitea's order),
+// up to limit: what mozi may have missed while it was down.
 func (g *Client) OpenIssuesSince(ctx context.Context, repo string, since time.Time, limit int) ([]task.Issue, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {

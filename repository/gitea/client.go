@@ -210,26 +210,34 @@ func issueFromSDK(repo string, gi *sdk.Issue) task.Issue {
 }
 
 // FetchComments reads an issue's comments, oldest first, up to limit.
+// Gitea 1.25 does not page this list (every page is the whole list): a
+// page that brings no comment not seen yet is the end.
 func (g *Client) FetchComments(ctx context.Context, repo string, number, limit int) ([]task.Comment, error) {
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
 	var out []task.Comment
+	seen := map[int64]bool{}
 	for page := 1; len(out) < limit; page++ {
 		list, resp, err := c.ListIssueComments(owner, name, int64(number), sdk.ListIssueCommentOptions{
 			ListOptions: sdk.ListOptions{Page: page, PageSize: 50}})
 		if err != nil {
 			return nil, apiErr(fmt.Sprintf("list comments of %s#%d", repo, number), resp, err)
 		}
+		fresh := 0
 		for _, gc := range list {
+			if seen[gc.ID] {
+				continue
+			}
+			seen[gc.ID], fresh = true, fresh+1
 			cm := task.Comment{ID: gc.ID, Body: gc.Body, CreatedAt: gc.Created.UTC()}
 			if gc.Poster != nil {
 				cm.Author = gc.Poster.UserName
 			}
 			out = append(out, cm)
 		}
-		if len(list) < 50 {
+		if len(list) < 50 || fresh == 0 {
 			break
 		}
 	}

@@ -3,8 +3,12 @@ package gitea
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,18 +70,36 @@ func TestGiteaReadsRecordedResponses(t *testing.T) {
 	assert.Equal(t, []string{"hello"}, srv.Comments("acme/widget", 3))
 }
 
-// The catch-up's listings read Gitea's recorded answers.
+// The catch-up's listings read Gitea's recorded answers: open issues (not
+// the closed ones the recording also holds) updated since a time.
 func TestGiteaListsWhatChanged(t *testing.T) {
 	t.Parallel()
 	srv := giteatest.New()
 	defer srv.Close()
 	g, _ := fastGitea(t, srv, giteatest.Token, nil)
 	ctx := context.Background()
-	issues, err := g.OpenIssuesSince(ctx, "acme/widget", time.Now().Add(-time.Hour), 3)
-	require.NoError(t, err)
-	require.Len(t, issues, 3, "up to the limit")
-	assert.Equal(t, 5, issues[0].Number)
-	assert.Equal(t, []string{"coder1"}, issues[0].Assignees)
+	issue1Updated := time.Date(2026, 11, 22, 23, 50, 4, 0, time.UTC) // issue-1.json
+	tests := []struct {
+		name  string
+		since time.Time
+		limit int
+		want  []int
+	}{
+		{"everything open", time.Time{}, 10, []int{1}},
+		{"updated at the mark", issue1Updated, 10, []int{1}},
+		{"nothing since", issue1Updated.Add(time.Second), 10, nil},
+		{"no room", time.Time{}, 0, nil},
+	}
+	for _, tt := range tests {
+		issues, err := g.OpenIssuesSince(ctx, "acme/widget", tt.since, tt.limit)
+		require.NoError(t, err, tt.name)
+		var got []int
+		for _, i := range issues {
+			require.Equal(t, "open", i.State, tt.name)
+			got = append(got, i.Number)
+		}
+		assert.Equal(t, tt.want, got, tt.name)
+	}
 	pulls, err := g.OpenPullRequestsSince(ctx, "acme/widget", time.Now().Add(-time.Hour), 10)
 	require.NoError(t, err)
 	assert.Empty(t, pulls, "the recording has no open pull request")
@@ -254,5 +276,136 @@ func TestGiteaRecoveryIsNoticedWithoutOtherCalls(t *testing.T) {
 	case <-recovered:
 		t.Fatal("one recovery reported twice")
 	default:
+	}
+}
+
+// Gitea 1.25 answers every page of an issue's comments with the whole
+// list (the fake too): mozi reads each comment once, up to its limit.
+func TestGiteaReadsUnpagedCommentsOnce(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	g, _ := fastGitea(t, srv, giteatest.Token, nil)
+	ctx := context.Background()
+	for i := range 51 {
+		_, err := g.PostComment(ctx, "acme/widget", 1, fmt.Sprintf("comment %d", i))
+		require.NoError(t, err)
+	}
+	for limit, want := range map[int]int{10: 10, 51: 51, 100: 51} {
+		comments, err := g.FetchComments(ctx, "acme/widget", 1, limit)
+		require.NoError(t, err)
+		require.Len(t, comments, want, "limit %d", limit)
+		for i, c := range comments {
+			assert.Equal(t, fmt.Sprintf("comment %d", i), c.Body, "limit %d", limit)
+		}
+	}
+}
+
+// A review request is pending until the reviewer answers; the pull
+// request's requested_reviewers lists every reviewer's latest review.
+func TestGiteaPendingReviewRequests(t *testing.T) {
+	t.Parallel()
+	srv := giteatest.New()
+	defer srv.Close()
+	for _, login := range []string{"coder1", "coder2", "reviewer1"} {
+		srv.AddUser("token-"+login, login)
+	}
+	g, _ := fastGitea(t, srv, giteatest.Token, nil)
+	ctx := context.Background()
+
+	pending, err := g.PendingReviewRequests(ctx, "acme/widget", 4)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "the recorded #4: reviewer1 was asked, then reviewed")
+	pr, err := g.FetchPullRequest(ctx, "acme/widget", 4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"reviewer1"}, pr.RequestedReviewers, "yet Gitea lists reviewer1 as requested")
+
+	post := func(login, path string, body any) {
+		data, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/repos/acme/widget/pulls/6/"+path, bytes.NewReader(data))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "token token-"+login)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 300, path)
+	}
+	steps := []struct {
+		name      string
+		do        func()
+		pending   []string
+		requested []string
+	}{
+		{"two asked", func() {
+			post("coder1", "requested_reviewers", map[string]any{"reviewers": []string{"coder2", "reviewer1"}})
+		},
+			[]string{"coder2", "reviewer1"}, []string{"coder2", "reviewer1"}},
+		{"asked twice", func() { post("coder1", "requested_reviewers", map[string]any{"reviewers": []string{"coder2"}}) },
+			[]string{"coder2", "reviewer1"}, []string{"coder2", "reviewer1"}},
+		{"one approves", func() { post("reviewer1", "reviews", map[string]any{"event": "APPROVED"}) },
+			[]string{"coder2"}, []string{"coder2", "reviewer1"}},
+		{"a draft is no answer", func() { post("coder2", "reviews", map[string]any{"event": "PENDING"}) },
+			[]string{"coder2"}, []string{"coder2", "reviewer1"}},
+		{"the approver asked again", func() { post("coder1", "requested_reviewers", map[string]any{"reviewers": []string{"reviewer1"}}) },
+			[]string{"coder2", "reviewer1"}, []string{"coder2", "reviewer1"}},
+		{"both answer", func() {
+			post("coder2", "reviews", map[string]any{"event": "COMMENT", "body": "ok"})
+			post("reviewer1", "reviews", map[string]any{"event": "REQUEST_CHANGES", "body": "no"})
+		}, nil, []string{"coder2", "reviewer1"}},
+	}
+	for _, step := range steps {
+		step.do()
+		pending, err := g.PendingReviewRequests(ctx, "acme/widget", 6)
+		require.NoError(t, err, step.name)
+		assert.Equal(t, step.pending, pending, step.name)
+		pr, err := g.FetchPullRequest(ctx, "acme/widget", 6)
+		require.NoError(t, err, step.name)
+		slices.Sort(pr.RequestedReviewers)
+		assert.Equal(t, step.requested, pr.RequestedReviewers, step.name)
+	}
+	_, err = g.PendingReviewRequests(ctx, "acme/widget", 999)
+	require.ErrorIs(t, err, task.ErrNotFound)
+}
+
+// A Forgejo is told by its version (…+gitea-1.22.0) or, when that does
+// not say, by its own version API; its hooks need no status event.
+func TestDetectForge(t *testing.T) {
+	t.Parallel()
+	plain := func(version string, forgejoAPI bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.URL.Path == "/api/v1/version", forgejoAPI && r.URL.Path == "/api/forgejo/v1/version":
+				_, _ = fmt.Fprintf(w, `{"version":%q}`, version)
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+	}
+	tests := []struct {
+		name string
+		srv  func() *httptest.Server
+		want Forge
+	}{
+		{"recorded Gitea 1.25.4", func() *httptest.Server { return giteatest.New().Server }, Forge{Version: "1.25.4"}},
+		{"recorded Forgejo 10", func() *httptest.Server {
+			return giteatest.NewFrom(giteatest.RecordingDir("forgejo-10.0.0-dev")).Server
+		}, Forge{Version: "10.0.0-dev-456d05998231+gitea-1.22.0", Forgejo: true}},
+		{"a Forgejo whose version does not say", func() *httptest.Server { return plain("12.0.0", true) }, Forge{Version: "12.0.0", Forgejo: true}},
+		{"a Gitea 1.27.3", func() *httptest.Server { return plain("1.27.3", false) }, Forge{Version: "1.27.3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := tt.srv()
+			defer srv.Close()
+			g, err := New(Config{URL: srv.URL, Token: giteatest.Token, MaxAttempts: 1})
+			require.NoError(t, err)
+			got, err := g.DetectForge(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, !tt.want.Forgejo, slices.Contains(got.HookEvents(), "status"))
+		})
 	}
 }

@@ -1,7 +1,7 @@
-// Package recording loads recorded Gitea deliveries (a body NAME.json and
-// its headers NAME.headers.json, as in testdata/gitea-1.25) and turns them
-// into requests: for mozi replay, and for tests of everything behind the
-// intake.
+// Package recording loads recorded Gitea (or Forgejo) deliveries (a body
+// NAME.json and its headers NAME.headers.json, as in testdata/gitea-1.25)
+// and turns them into requests: for mozi replay, and for tests of
+// everything behind the intake.
 package recording
 
 import (
@@ -24,9 +24,13 @@ type Fixture struct {
 }
 
 // Dir is the recorded Gitea 1.25 deliveries' directory in this repository.
-func Dir() string {
+func Dir() string { return DirOf("gitea-1.25") }
+
+// DirOf is the directory of the deliveries recorded from another server,
+// testdata/<name>/webhooks: gitea-1.25, gitea-1.27.3, forgejo-10.0.0-dev.
+func DirOf(name string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "gitea-1.25", "webhooks")
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", name, "webhooks")
 }
 
 // APIDir is the recorded Gitea 1.25 API responses' directory.
@@ -92,6 +96,16 @@ func MustLoad() []Fixture {
 // Header returns a recorded header.
 func (f Fixture) Header(name string) string { return f.Headers[name] }
 
+// HTTPHeader is the recorded headers as a request carries them (read them
+// with payload.ReadHeaders: a Forgejo's may have no X-Gitea-* header).
+func (f Fixture) HTTPHeader() http.Header {
+	h := http.Header{}
+	for k, v := range f.Headers {
+		h.Set(k, v)
+	}
+	return h
+}
+
 // Request builds the recorded POST to url, with every recorded header but
 // those the transport sets itself. override replaces or (with "") removes
 // headers.
@@ -118,9 +132,26 @@ func (f Fixture) Request(url string, override map[string]string) (*http.Request,
 }
 
 // WithDelivery returns override headers giving the fixture a new delivery id
-// in all three spellings, as Gitea's Replay does.
+// in every spelling, as Gitea's (or Forgejo's) Replay does.
 func WithDelivery(id string) map[string]string {
-	return map[string]string{"X-Gitea-Delivery": id, "X-Gogs-Delivery": id, "X-GitHub-Delivery": id}
+	return map[string]string{"X-Gitea-Delivery": id, "X-Forgejo-Delivery": id, "X-Gogs-Delivery": id, "X-GitHub-Delivery": id}
+}
+
+// KeepHeaders returns a copy of the delivery with only the headers whose
+// name starts with one of prefixes (and its Content-Type): a Forgejo that
+// sends X-Forgejo-* alone.
+func (f Fixture) KeepHeaders(prefixes ...string) Fixture {
+	out := Fixture{Name: f.Name, Body: f.Body, Headers: map[string]string{}}
+	for k, v := range f.Headers {
+		keep := http.CanonicalHeaderKey(k) == "Content-Type"
+		for _, p := range prefixes {
+			keep = keep || strings.HasPrefix(http.CanonicalHeaderKey(k), http.CanonicalHeaderKey(p))
+		}
+		if keep {
+			out.Headers[k] = v
+		}
+	}
+	return out
 }
 
 // Edit returns a copy of the delivery with its JSON body changed by change
@@ -138,7 +169,7 @@ func (f Fixture) Edit(change func(payload map[string]any)) (Fixture, error) {
 	out := Fixture{Name: f.Name + "-edited", Body: body, Headers: map[string]string{}}
 	for k, v := range f.Headers {
 		switch http.CanonicalHeaderKey(k) {
-		case "X-Gitea-Signature", "X-Gogs-Signature", "X-Hub-Signature", "X-Hub-Signature-256":
+		case "X-Gitea-Signature", "X-Forgejo-Signature", "X-Gogs-Signature", "X-Hub-Signature", "X-Hub-Signature-256":
 			continue
 		}
 		out.Headers[k] = v

@@ -1,7 +1,23 @@
 // Package giteatest is a fake Gitea API for tests: it serves the responses
-// recorded from Gitea 1.25.4 in testdata/gitea-1.25/api, records the
-// comments mozi and agents post, counts requests, and lets a test inject
-// failures.
+// recorded from Gitea 1.25.4 in testdata/gitea-1.25/api (or another
+// recorded server's, such as Forgejo's), records the comments mozi and
+// agents post, keeps review requests and reviews, counts requests, and
+// lets a test inject failures.
+//
+// It answers mozi's calls as the real Gitea does, which the contract test
+// (contract_test.go, build tag e2e) checks against a real Gitea set up
+// like the recordings: one public repository (the recordings'), reads
+// open to anyone and writes to tokens, a refused token refused everywhere,
+// token scopes by category, 404 for what the recordings do not hold, an
+// issue's comments not paged (Gitea 1.25 returns them all on every page),
+// a missing issue's comments a 500 (as Gitea 1.25's), issue listings
+// filtered by state, type and since, and a pull request's
+// requested_reviewers made of each reviewer's latest review.
+//
+// Where it deliberately differs: it accepts a comment on an issue it has
+// no recording of (tests make issues up; Gitea would answer 500), it does
+// not refuse a review or a review request on a closed pull request, and it
+// knows of no repository, organization or user beyond the recordings'.
 package giteatest
 
 import (
@@ -29,10 +45,19 @@ type Server struct {
 	*httptest.Server
 	dir      string
 	requests atomic.Int64
+	// repo is the recorded repository (owner/name), the only one there is.
+	repo string
+	// forgejo: the recordings are a Forgejo's.
+	forgejo bool
 
 	mu       sync.Mutex
 	comments map[string][]map[string]any // "owner/repo#N" → posted comments
 	nextID   int64
+	// reviews are the pull requests' reviews, by number: the recorded ones
+	// when first needed, then what tests add.
+	reviews map[int][]map[string]any
+	// issues are the issues tests add beside the recorded ones.
+	issues map[int]map[string]any
 	// Fail, when set, may answer a request instead of the fake (return
 	// true when it wrote a response): inject 500s, timeouts, 429s.
 	Fail func(w http.ResponseWriter, r *http.Request) bool
@@ -41,39 +66,54 @@ type Server struct {
 	// Users maps more tokens to the logins they act as (agents' tokens).
 	Users map[string]string
 	// Scopes, when set, are the only scopes tokens have (nil: all); a
-	// call needing another is refused with Gitea's 403.
+	// call needing another is refused with Gitea's 403. write:X includes
+	// read:X.
 	Scopes []string
 	// hooks are the webhooks, by "owner/name" or "org:NAME".
 	hooks  map[string][]map[string]any
 	hookID int64
 }
 
-// login is the user a request's token acts as ("" for an unknown token).
-func (s *Server) login(r *http.Request) string {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
-	if !ok {
-		return ""
-	}
-	if token == Token {
-		return "mozi"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.Users[token]
-}
+// APIDir is the recorded Gitea 1.25.4 API responses' directory in this
+// repository.
+func APIDir() string { return RecordingDir("gitea-1.25") }
 
-// APIDir is the recorded API responses' directory in this repository.
-func APIDir() string {
+// RecordingDir is the recorded API responses of testdata/<name>/api in
+// this repository (gitea-1.25, gitea-1.27.3, forgejo-10.0.0-dev).
+func RecordingDir(name string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "gitea-1.25", "api")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", name, "api")
 }
 
-// New starts a fake serving the recorded responses.
-func New() *Server {
-	s := &Server{dir: APIDir(), comments: map[string][]map[string]any{}, nextID: 1000}
+// New starts a fake serving the recorded Gitea 1.25.4 responses.
+func New() *Server { return NewFrom(APIDir()) }
+
+// NewFrom starts a fake serving the recorded responses in dir (a
+// RecordingDir). Recordings of a Forgejo make it a Forgejo: it answers
+// Forgejo's version API and, as Forgejo, keeps no "status" event in a
+// webhook.
+func NewFrom(dir string) *Server {
+	s := &Server{dir: dir, comments: map[string][]map[string]any{}, nextID: 1000, reviews: map[int][]map[string]any{},
+		issues: map[int]map[string]any{}}
+	var repo struct {
+		FullName string `json:"full_name"`
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "repo.json")); err == nil {
+		_ = json.Unmarshal(data, &repo)
+	}
+	s.repo = repo.FullName
+	var version struct{ Version string }
+	if data, err := os.ReadFile(filepath.Join(dir, "version.json")); err == nil {
+		_ = json.Unmarshal(data, &version)
+	}
+	// Forgejo says which Gitea it is compatible with: 10.0.0+gitea-1.22.0.
+	s.forgejo = strings.Contains(version.Version, "+gitea-")
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
+
+// Repo is the recorded repository, owner/name.
+func (s *Server) Repo() string { return s.repo }
 
 // Client is an HTTP client that authenticates to the fake.
 func (s *Server) Client() *http.Client {
@@ -112,17 +152,69 @@ func (s *Server) Comments(repo string, issue int) []string {
 	return out
 }
 
+// AddIssue makes an open issue of the recorded repository that the
+// recordings do not hold (a test's made-up issue), by lead, updated now.
+func (s *Server) AddIssue(number int, title, body string, assignees ...string) {
+	var issue map[string]any
+	if !s.load("issue-1", &issue) {
+		issue = map[string]any{}
+	}
+	users := []any{}
+	for _, a := range assignees {
+		users = append(users, map[string]any{"login": a, "username": a})
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	issue["number"], issue["title"], issue["body"], issue["state"] = number, title, body, "open"
+	issue["assignees"], issue["labels"], issue["comments"] = users, []any{}, 0
+	issue["created_at"], issue["updated_at"], issue["closed_at"], issue["pull_request"] = now, now, nil, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.issues[number] = issue
+}
+
+// caller is who a request comes from: a login, anonymous (no token), or
+// refused (a token the fake does not know).
+type caller struct {
+	login     string
+	anonymous bool
+}
+
+func (s *Server) caller(r *http.Request) (caller, bool) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return caller{anonymous: true}, true
+	}
+	token, ok := strings.CutPrefix(auth, "token ")
+	if !ok {
+		return caller{}, false
+	}
+	if token == Token {
+		return caller{login: "mozi"}, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	login, ok := s.Users[token]
+	return caller{login: login}, ok
+}
+
 var (
-	issueRE    = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)$`)
-	commentsRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)/comments$`)
-	depsRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues/(\d+)/dependencies$`)
-	pullRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/pulls/(\d+)$`)
-	pullsRE    = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/pulls$`)
-	issuesRE   = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/issues$`)
-	combinedRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/commits/([^/]+)/status$`)
-	statusesRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)/(?:commits/([^/]+)/)?statuses(?:/([^/]+))?$`)
-	repoRE     = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)$`)
-	hooksRE    = regexp.MustCompile(`^/api/v1/(repos|orgs)/([^/]+(?:/[^/]+)?)/hooks(?:/(\d+))?$`)
+	repoPathRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)(/.*)?$`)
+	orgHooksRE = regexp.MustCompile(`^/api/v1/orgs/([^/]+)/hooks(?:/(\d+))?$`)
+
+	// Paths below /api/v1/repos/{owner}/{name}.
+	issueRE      = regexp.MustCompile(`^/issues/(\d+)$`)
+	commentsRE   = regexp.MustCompile(`^/issues/(\d+)/comments$`)
+	depsRE       = regexp.MustCompile(`^/issues/(\d+)/dependencies$`)
+	pullRE       = regexp.MustCompile(`^/pulls/(\d+)$`)
+	reviewsRE    = regexp.MustCompile(`^/pulls/(\d+)/reviews$`)
+	requestedRE  = regexp.MustCompile(`^/pulls/(\d+)/requested_reviewers$`)
+	combinedRE   = regexp.MustCompile(`^/commits/([^/]+)/status$`)
+	statusesRE   = regexp.MustCompile(`^/(?:commits/([^/]+)/)?statuses(?:/([^/]+))?$`)
+	repoHooksRE  = regexp.MustCompile(`^/hooks(?:/(\d+))?$`)
+	numberInPath = func(re *regexp.Regexp, p string) int {
+		n, _ := strconv.Atoi(re.FindStringSubmatch(p)[1])
+		return n
+	}
 )
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -130,59 +222,153 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.Fail != nil && s.Fail(w, r) {
 		return
 	}
+	who, ok := s.caller(r)
 	// As Gitea: a token it does not know is refused on every path, the
-	// public ones included; only an anonymous request may read /version.
-	if s.login(r) == "" && (r.URL.Path != "/api/v1/version" || r.Header.Get("Authorization") != "") {
+	// public ones included.
+	if !ok {
 		s.file(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
 	p := r.URL.Path
-	switch {
-	case p == "/api/v1/version":
+	if p == "/api/v1/version" || s.forgejo && p == "/api/forgejo/v1/version" {
 		s.file(w, "version", http.StatusOK)
+		return
+	}
+	// Anyone may read a public repository; everything else needs a token.
+	publicRead := r.Method == http.MethodGet && repoPathRE.MatchString(p) && !strings.Contains(p, "/hooks")
+	if who.anonymous && !publicRead {
+		s.message(w, http.StatusUnauthorized, "token is required", nil)
+		return
+	}
+	if !who.anonymous && !s.scoped(w, requiredScope(r.Method, p)) {
+		return
+	}
+	switch {
 	case p == "/api/v1/user":
-		s.user(w, s.login(r))
-	case hooksRE.MatchString(p):
-		m := hooksRE.FindStringSubmatch(p)
-		key := m[2]
-		if m[1] == "orgs" {
-			key = "org:" + key
-		}
-		s.serveHooks(w, r, key, m[3])
-	case r.Method == http.MethodPatch && issueRE.MatchString(p):
-		if !s.scoped(w, "write:issue") {
+		s.user(w, who.login)
+	case orgHooksRE.MatchString(p):
+		m := orgHooksRE.FindStringSubmatch(p)
+		if owner, _, _ := strings.Cut(s.repo, "/"); m[1] != owner {
+			s.notFound(w)
 			return
 		}
-		s.file(w, "issue-"+issueRE.FindStringSubmatch(p)[2], http.StatusOK)
-	case r.Method == http.MethodPost && commentsRE.MatchString(p):
-		if !s.scoped(w, "write:issue") {
+		s.serveHooks(w, r, "org:"+m[1], m[2])
+	case repoPathRE.MatchString(p):
+		m := repoPathRE.FindStringSubmatch(p)
+		if m[1] != s.repo {
+			s.notFound(w)
 			return
 		}
-		m := commentsRE.FindStringSubmatch(p)
-		s.postComment(w, r, m[1], m[2], s.login(r))
-	case commentsRE.MatchString(p):
-		m := commentsRE.FindStringSubmatch(p)
-		s.listComments(w, m[1], m[2])
-	case depsRE.MatchString(p):
-		s.fileOr(w, "issue-"+depsRE.FindStringSubmatch(p)[2]+"-dependencies", "[]")
-	case issueRE.MatchString(p):
-		s.file(w, "issue-"+issueRE.FindStringSubmatch(p)[2], http.StatusOK)
-	case pullRE.MatchString(p):
-		s.file(w, "pull-"+pullRE.FindStringSubmatch(p)[2], http.StatusOK)
-	case pullsRE.MatchString(p):
-		s.file(w, "pulls-open", http.StatusOK)
-	case r.Method == http.MethodGet && issuesRE.MatchString(p):
-		s.file(w, "issues-list", http.StatusOK)
-	case combinedRE.MatchString(p):
-		s.file(w, "commit-status-combined", http.StatusOK)
-	case statusesRE.MatchString(p):
-		s.file(w, "commit-statuses", http.StatusOK)
-	case repoRE.MatchString(p):
-		s.file(w, "repo", http.StatusOK)
+		s.serveRepo(w, r, who, m[1], m[2])
 	default:
-		s.file(w, "issue-404", http.StatusNotFound)
+		s.notFound(w)
 	}
 }
+
+// serveRepo answers below /repos/{owner}/{name}: rest is the path after
+// it ("" for the repository itself).
+func (s *Server) serveRepo(w http.ResponseWriter, r *http.Request, who caller, repo, rest string) {
+	get := r.Method == http.MethodGet
+	switch {
+	case rest == "":
+		s.repository(w, who)
+	case repoHooksRE.MatchString(rest):
+		s.serveHooks(w, r, repo, repoHooksRE.FindStringSubmatch(rest)[1])
+	case r.Method == http.MethodPatch && issueRE.MatchString(rest):
+		s.file(w, "issue-"+issueRE.FindStringSubmatch(rest)[1], http.StatusOK)
+	case r.Method == http.MethodPost && commentsRE.MatchString(rest):
+		s.postComment(w, r, repo, numberInPath(commentsRE, rest), who.login)
+	case get && commentsRE.MatchString(rest):
+		s.listComments(w, repo, numberInPath(commentsRE, rest))
+	case get && depsRE.MatchString(rest):
+		n := numberInPath(depsRE, rest)
+		if _, ok := s.issue(n); !ok {
+			s.notFound(w)
+			return
+		}
+		s.fileOr(w, fmt.Sprintf("issue-%d-dependencies", n), "[]")
+	case get && issueRE.MatchString(rest):
+		issue, ok := s.issue(numberInPath(issueRE, rest))
+		if !ok {
+			s.notFound(w)
+			return
+		}
+		s.json(w, http.StatusOK, issue)
+	case get && rest == "/issues":
+		s.listIssues(w, r)
+	case get && pullRE.MatchString(rest):
+		s.pull(w, numberInPath(pullRE, rest))
+	case get && rest == "/pulls":
+		s.listPulls(w, r)
+	case reviewsRE.MatchString(rest):
+		s.serveReviews(w, r, numberInPath(reviewsRE, rest), who.login)
+	case requestedRE.MatchString(rest):
+		s.serveReviewRequests(w, r, numberInPath(requestedRE, rest))
+	case get && combinedRE.MatchString(rest):
+		s.combinedStatus(w, combinedRE.FindStringSubmatch(rest)[1])
+	case get && statusesRE.MatchString(rest):
+		s.file(w, "commit-statuses", http.StatusOK)
+	default:
+		s.notFound(w)
+	}
+}
+
+// requiredScope is the token scope Gitea asks of a call: its category by
+// path, read for GET and write otherwise ("" when none is needed).
+func requiredScope(method, p string) string {
+	var category string
+	switch {
+	case p == "/api/v1/user" || strings.HasPrefix(p, "/api/v1/user/"):
+		category = "user"
+	case strings.HasPrefix(p, "/api/v1/orgs/"):
+		category = "organization"
+	case repoPathRE.MatchString(p):
+		category = "repository"
+		if rest := repoPathRE.FindStringSubmatch(p)[2]; rest == "/issues" || strings.HasPrefix(rest, "/issues/") {
+			category = "issue"
+		}
+	default:
+		return ""
+	}
+	if method == http.MethodGet || method == http.MethodHead {
+		return "read:" + category
+	}
+	return "write:" + category
+}
+
+// scoped answers Gitea's 403 and returns false when tokens lack scope.
+func (s *Server) scoped(w http.ResponseWriter, scope string) bool {
+	s.mu.Lock()
+	scopes := s.Scopes
+	s.mu.Unlock()
+	if scope == "" || scopes == nil || slices.Contains(scopes, "all") || slices.Contains(scopes, scope) {
+		return true
+	}
+	if category, ok := strings.CutPrefix(scope, "read:"); ok && slices.Contains(scopes, "write:"+category) {
+		return true
+	}
+	s.message(w, http.StatusForbidden, fmt.Sprintf("token does not have at least one of required scope(s), required=[%s], token scope=%s",
+		scope, strings.Join(scopes, ",")), nil)
+	return false
+}
+
+// message answers with Gitea's error shape.
+func (s *Server) message(w http.ResponseWriter, status int, msg string, errs []string) {
+	body := map[string]any{"message": msg, "url": s.URL + "/api/swagger"}
+	if errs != nil {
+		body["errors"] = errs
+	}
+	s.json(w, status, body)
+}
+
+func (s *Server) json(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json;charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// notFound is Gitea's 404, as recorded.
+func (s *Server) notFound(w http.ResponseWriter) { s.file(w, "issue-404", http.StatusNotFound) }
 
 // file answers with a recorded body; a missing recording is a 404.
 func (s *Server) file(w http.ResponseWriter, name string, status int) {
@@ -206,232 +392,196 @@ func (s *Server) fileOr(w http.ResponseWriter, name, fallback string) {
 	_, _ = w.Write(data)
 }
 
-func (s *Server) listComments(w http.ResponseWriter, repo, issue string) {
-	var list []map[string]any
-	if data, err := os.ReadFile(filepath.Join(s.dir, "issue-"+issue+"-comments.json")); err == nil {
-		_ = json.Unmarshal(data, &list)
+// load decodes a recording (false when there is none).
+func (s *Server) load(name string, v any) bool {
+	data, err := os.ReadFile(filepath.Join(s.dir, name+".json"))
+	return err == nil && json.Unmarshal(data, v) == nil
+}
+
+// repository answers the repository; an anonymous caller has read access
+// only (the recording is of its administrator's view).
+func (s *Server) repository(w http.ResponseWriter, who caller) {
+	var repo map[string]any
+	if !s.load("repo", &repo) {
+		s.notFound(w)
+		return
 	}
+	if who.anonymous {
+		repo["permissions"] = map[string]bool{"admin": false, "push": false, "pull": true}
+	}
+	s.json(w, http.StatusOK, repo)
+}
+
+// issue is an issue as Gitea's issue API shows it: its own recording, its
+// entry in the recorded issue listing, or a recorded pull request's issue
+// side.
+func (s *Server) issue(n int) (map[string]any, bool) {
 	s.mu.Lock()
-	list = append(list, s.comments[repo+"#"+issue]...)
+	added, ok := s.issues[n]
 	s.mu.Unlock()
+	if ok {
+		return added, true
+	}
+	var issue map[string]any
+	// issue-404.json is the recording of Gitea's 404, not of an issue.
+	if n != 404 && s.load(fmt.Sprintf("issue-%d", n), &issue) {
+		return issue, true
+	}
+	var list []map[string]any
+	s.load("issues-list", &list)
+	for _, i := range list {
+		if number(i) == n {
+			return i, true
+		}
+	}
+	var pr map[string]any
+	if !s.load(fmt.Sprintf("pull-%d", n), &pr) {
+		return nil, false
+	}
+	issue = map[string]any{"pull_request": map[string]any{"merged": pr["merged"], "merged_at": pr["merged_at"],
+		"draft": pr["draft"], "html_url": pr["html_url"]}}
+	for _, k := range []string{"id", "number", "title", "body", "user", "labels", "milestone", "assignee", "assignees",
+		"state", "is_locked", "comments", "created_at", "updated_at", "closed_at", "due_date", "pin_order", "html_url"} {
+		issue[k] = pr[k]
+	}
+	return issue, true
+}
+
+func number(v map[string]any) int {
+	n, _ := v["number"].(float64)
+	return int(n)
+}
+
+// page is the part of list a request's page and limit ask for (Gitea's
+// defaults: page 1, 30 per page, at most 50).
+func page[T any](r *http.Request, list []T) []T {
+	p, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	p = max(p, 1)
+	if limit <= 0 {
+		limit = 30
+	}
+	limit = min(limit, 50)
+	start := min((p-1)*limit, len(list))
+	return list[start:min(start+limit, len(list))]
+}
+
+// listIssues filters the recorded issue listing as Gitea does: state
+// (default open), type, since (updated at or after); newest first, as
+// recorded.
+func (s *Server) listIssues(w http.ResponseWriter, r *http.Request) {
+	var list []map[string]any
+	s.load("issues-list", &list)
+	s.mu.Lock()
+	for _, i := range s.issues {
+		list = append(list, i)
+	}
+	s.mu.Unlock()
+	// Newest first, as Gitea lists them (the recording is in that order).
+	slices.SortStableFunc(list, func(a, b map[string]any) int { return number(b) - number(a) })
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		state = "open"
+	}
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			s.message(w, http.StatusUnprocessableEntity, "since: "+err.Error(), nil)
+			return
+		}
+		since = t
+	}
+	out := []map[string]any{}
+	for _, i := range list {
+		isPull := i["pull_request"] != nil
+		updated, _ := time.Parse(time.RFC3339, fmt.Sprint(i["updated_at"]))
+		switch {
+		case state != "all" && i["state"] != state,
+			q.Get("type") == "issues" && isPull, q.Get("type") == "pulls" && !isPull,
+			!since.IsZero() && updated.Before(since):
+			continue
+		}
+		out = append(out, i)
+	}
+	s.json(w, http.StatusOK, page(r, out))
+}
+
+// listPulls serves the recorded listing of open pull requests.
+func (s *Server) listPulls(w http.ResponseWriter, r *http.Request) {
+	var list []map[string]any
+	s.load("pulls-open", &list)
+	if state := r.URL.Query().Get("state"); state != "" && state != "open" && state != "all" {
+		list = nil // the recordings hold open pull requests only
+	}
+	s.json(w, http.StatusOK, page(r, append([]map[string]any{}, list...)))
+}
+
+// listComments answers an issue's recorded and posted comments, all of
+// them whatever page is asked: Gitea 1.25 does not page this list.
+func (s *Server) listComments(w http.ResponseWriter, repo string, issue int) {
+	var list []map[string]any
+	s.load(fmt.Sprintf("issue-%d-comments", issue), &list)
+	s.mu.Lock()
+	posted := s.comments[fmt.Sprintf("%s#%d", repo, issue)]
+	list = append(list, posted...)
+	s.mu.Unlock()
+	if _, ok := s.issue(issue); !ok && posted == nil {
+		// Gitea 1.25's answer for the comments of an issue that does not
+		// exist (routers/api/v1/repo/issue_comment.go).
+		s.message(w, http.StatusInternalServerError, "", nil)
+		return
+	}
 	if list == nil {
 		list = []map[string]any{}
 	}
-	w.Header().Set("Content-Type", "application/json;charset=utf-8")
-	_ = json.NewEncoder(w).Encode(list)
+	s.json(w, http.StatusOK, list)
 }
 
-func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo, issue, author string) {
+func (s *Server) postComment(w http.ResponseWriter, r *http.Request, repo string, issue int, author string) {
 	var in struct {
 		Body string `json:"body"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Body == "" {
-		http.Error(w, `{"message":"body is required"}`, http.StatusUnprocessableEntity)
+		s.message(w, http.StatusUnprocessableEntity, "body is required", nil)
 		return
 	}
 	s.mu.Lock()
 	s.nextID++
+	now := time.Now().UTC().Format(time.RFC3339)
 	c := map[string]any{"id": s.nextID, "body": in.Body, "user": map[string]any{"login": author, "username": author},
-		"created_at": time.Now().UTC().Format(time.RFC3339), "updated_at": time.Now().UTC().Format(time.RFC3339)}
-	s.comments[repo+"#"+issue] = append(s.comments[repo+"#"+issue], c)
+		"created_at": now, "updated_at": now}
+	key := fmt.Sprintf("%s#%d", repo, issue)
+	s.comments[key] = append(s.comments[key], c)
 	onComment := s.OnComment
 	s.mu.Unlock()
 	if onComment != nil {
-		n, _ := strconv.Atoi(issue)
-		onComment(repo, n, author, in.Body)
+		onComment(repo, issue, author, in.Body)
 	}
-	w.Header().Set("Content-Type", "application/json;charset=utf-8")
-	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(c)
+	s.json(w, http.StatusCreated, c)
 }
 
-// scoped answers Gitea's 403 and returns false when tokens lack scope.
-func (s *Server) scoped(w http.ResponseWriter, scope string) bool {
-	s.mu.Lock()
-	scopes := s.Scopes
-	s.mu.Unlock()
-	if scopes == nil || slices.Contains(scopes, scope) {
-		return true
+// combinedStatus answers the recorded combined status for its commit
+// (the full hash or a prefix of at least 7), 404 for any other.
+func (s *Server) combinedStatus(w http.ResponseWriter, ref string) {
+	var combined struct {
+		SHA string `json:"sha"`
 	}
-	w.Header().Set("Content-Type", "application/json;charset=utf-8")
-	w.WriteHeader(http.StatusForbidden)
-	_ = json.NewEncoder(w).Encode(map[string]string{
-		"message": fmt.Sprintf("token does not have at least one of required scope(s), required=[%s], token scope=%s",
-			scope, strings.Join(scopes, ","))})
-	return false
+	if !s.load("commit-status-combined", &combined) || len(ref) < 7 || !strings.HasPrefix(combined.SHA, ref) {
+		s.message(w, http.StatusNotFound, "not found", []string{fmt.Sprintf("object does not exist [id: %s, rel_path: ]", ref)})
+		return
+	}
+	s.file(w, "commit-status-combined", http.StatusOK)
 }
 
 // user answers /user as the token's login.
 func (s *Server) user(w http.ResponseWriter, login string) {
-	data, err := os.ReadFile(filepath.Join(s.dir, "user-coder1.json"))
 	var u map[string]any
-	if err != nil || json.Unmarshal(data, &u) != nil {
-		http.Error(w, `{"message":"fake: no user recording"}`, http.StatusInternalServerError)
+	if !s.load("user-coder1", &u) {
+		s.message(w, http.StatusInternalServerError, "fake: no user recording", nil)
 		return
 	}
 	u["login"], u["username"] = login, login
-	w.Header().Set("Content-Type", "application/json;charset=utf-8")
-	_ = json.NewEncoder(w).Encode(u)
-}
-
-// hookEvents is what Gitea 1.25 keeps of the events a hook is created or
-// edited with (routers/api/v1/utils/hook.go, updateHookEvents): the names
-// it knows, "issues" and "pull_request" standing for every event of their
-// group, reviews as the one event "pull_request_review"; anything else is
-// dropped. No events means push only.
-func hookEvents(raw any) []string {
-	var in []string
-	switch v := raw.(type) {
-	case []string:
-		in = v
-	case []any:
-		for _, e := range v {
-			if s, ok := e.(string); ok {
-				in = append(in, s)
-			}
-		}
-	}
-	if len(in) == 0 {
-		return []string{"push"}
-	}
-	has := func(e string) bool { return slices.Contains(in, e) }
-	var out []string
-	for _, e := range []string{"create", "push", "delete", "fork", "repository", "wiki", "release", "package",
-		"status", "workflow_run", "workflow_job"} {
-		if has(e) {
-			out = append(out, e)
-		}
-	}
-	groups := []struct {
-		all, only string
-		members   []string
-	}{
-		{"issues", "issues_only", []string{"issue_assign", "issue_label", "issue_milestone", "issue_comment"}},
-		{"pull_request", "pull_request_only", []string{"pull_request_assign", "pull_request_label", "pull_request_milestone",
-			"pull_request_comment", "pull_request_review", "pull_request_review_request", "pull_request_sync"}},
-	}
-	for _, g := range groups {
-		if has(g.all) || has(g.only) {
-			out = append(out, g.all)
-		}
-		for _, m := range g.members {
-			if has(g.all) || has(m) {
-				out = append(out, m)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// AddHook installs a webhook as an operator would in Gitea's UI; key is
-// "owner/name" or "org:NAME".
-func (s *Server) AddHook(key, url, contentType string, events []string, active bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.addHookLocked(key, map[string]any{"type": "gitea", "events": hookEvents(events), "active": active,
-		"config": map[string]any{"url": url, "content_type": contentType}})
-}
-
-func (s *Server) addHookLocked(key string, h map[string]any) map[string]any {
-	if s.hooks == nil {
-		s.hooks = map[string][]map[string]any{}
-	}
-	s.hookID++
-	h["id"] = s.hookID
-	s.hooks[key] = append(s.hooks[key], h)
-	return h
-}
-
-// Hooks returns the webhooks of key ("owner/name" or "org:NAME") with
-// their secrets, which Gitea's API never shows.
-func (s *Server) Hooks(key string) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.hooks[key])
-}
-
-func (s *Server) serveHooks(w http.ResponseWriter, r *http.Request, key, id string) {
-	need := "read:repository"
-	if r.Method != http.MethodGet {
-		need = "write:repository"
-	}
-	if strings.HasPrefix(key, "org:") {
-		need = strings.Replace(need, "repository", "organization", 1)
-	}
-	if !s.scoped(w, need) {
-		return
-	}
-	var in map[string]any
-	if r.Method == http.MethodPost || r.Method == http.MethodPatch {
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-			http.Error(w, `{"message":"invalid JSON"}`, http.StatusUnprocessableEntity)
-			return
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json;charset=utf-8")
-	public := func(h map[string]any) map[string]any {
-		out := map[string]any{}
-		for k, v := range h {
-			out[k] = v
-		}
-		cfg := map[string]any{}
-		for k, v := range h["config"].(map[string]any) {
-			if k != "secret" {
-				cfg[k] = v
-			}
-		}
-		out["config"] = cfg
-		return out
-	}
-	switch {
-	case r.Method == http.MethodGet && id == "":
-		list := []map[string]any{}
-		for _, h := range s.hooks[key] {
-			list = append(list, public(h))
-		}
-		_ = json.NewEncoder(w).Encode(list)
-	case r.Method == http.MethodPost && id == "":
-		in["events"] = hookEvents(in["events"])
-		h := s.addHookLocked(key, in)
-		w.WriteHeader(http.StatusCreated)
-		_ = json.NewEncoder(w).Encode(public(h))
-	case r.Method == http.MethodPatch && id != "":
-		for _, h := range s.hooks[key] {
-			if fmt.Sprint(h["id"]) != id {
-				continue
-			}
-			// As Gitea 1.25's editHook: url and content type change, the
-			// secret does not; events are replaced.
-			if cfg, ok := in["config"].(map[string]any); ok {
-				for _, k := range []string{"url", "content_type"} {
-					if v, ok := cfg[k]; ok {
-						h["config"].(map[string]any)[k] = v
-					}
-				}
-			}
-			h["events"] = hookEvents(in["events"])
-			if active, ok := in["active"]; ok {
-				h["active"] = active
-			}
-			_ = json.NewEncoder(w).Encode(public(h))
-			return
-		}
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = w.Write([]byte(`{"message":"hook not found"}`))
-	case r.Method == http.MethodDelete && id != "":
-		for i, h := range s.hooks[key] {
-			if fmt.Sprint(h["id"]) == id {
-				s.hooks[key] = slices.Delete(s.hooks[key], i, i+1)
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
-		}
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = w.Write([]byte(`{"message":"hook not found"}`))
-	default:
-		w.WriteHeader(http.StatusMethodNotAllowed)
-	}
+	s.json(w, http.StatusOK, u)
 }

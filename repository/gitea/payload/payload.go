@@ -1,7 +1,7 @@
 // Package payload parses Gitea webhook deliveries, in one place: the
-// headers (Gitea, Gogs and GitHub spellings), the event kinds and actions
-// mozi acts on, and the payload bodies, normalised into repository/task's
-// shapes. It also derives a delivery's semantic key: the identity of the
+// headers (Gitea, Forgejo, Gogs and GitHub spellings), the event kinds
+// and actions mozi acts on, and the payload bodies, normalised into
+// repository/task's shapes. It also derives a delivery's semantic key: the identity of the
 // event itself, shared by a replay or a second hook delivering the same
 // event; and it synthesizes the bodies of deliveries Gitea would have sent
 // (for the ticker, after lost webhooks).
@@ -34,7 +34,10 @@ type Headers struct {
 	TargetType string // repository, organization or system hook
 }
 
-// ReadHeaders reads the headers in any of Gitea's three spellings.
+// ReadHeaders reads the headers in any spelling a Gitea or a Forgejo
+// sends: X-Gitea-*, X-Forgejo-* (Forgejo sends them beside X-Gitea-*
+// today, with the same values and signature, and may send them alone
+// later), X-Gogs-* and GitHub's.
 func ReadHeaders(h http.Header) Headers {
 	first := func(names ...string) string {
 		for _, n := range names {
@@ -44,16 +47,16 @@ func ReadHeaders(h http.Header) Headers {
 		}
 		return ""
 	}
-	sig := first("X-Gitea-Signature", "X-Gogs-Signature")
+	sig := first("X-Gitea-Signature", "X-Forgejo-Signature", "X-Gogs-Signature")
 	if sig == "" {
 		sig = strings.TrimPrefix(first("X-Hub-Signature-256"), "sha256=")
 	}
 	return Headers{
-		Event:      first("X-Gitea-Event", "X-Gogs-Event", "X-GitHub-Event"),
-		EventType:  first("X-Gitea-Event-Type", "X-Gogs-Event-Type", "X-GitHub-Event-Type"),
-		Delivery:   first("X-Gitea-Delivery", "X-Gogs-Delivery", "X-GitHub-Delivery"),
+		Event:      first("X-Gitea-Event", "X-Forgejo-Event", "X-Gogs-Event", "X-GitHub-Event"),
+		EventType:  first("X-Gitea-Event-Type", "X-Forgejo-Event-Type", "X-Gogs-Event-Type", "X-GitHub-Event-Type"),
+		Delivery:   first("X-Gitea-Delivery", "X-Forgejo-Delivery", "X-Gogs-Delivery", "X-GitHub-Delivery"),
 		Signature:  sig,
-		TargetType: first("X-Gitea-Hook-Installation-Target-Type", "X-GitHub-Hook-Installation-Target-Type"),
+		TargetType: first("X-Gitea-Hook-Installation-Target-Type", "X-Forgejo-Hook-Installation-Target-Type", "X-GitHub-Hook-Installation-Target-Type"),
 	}
 }
 

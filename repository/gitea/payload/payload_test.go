@@ -10,26 +10,67 @@ import (
 	"github.com/moziplus/mozi/webhook/recording"
 )
 
+// Every delivery recorded from Gitea 1.25.4, Gitea 1.27.3 and Forgejo 10
+// (there also with its X-Forgejo-* headers alone) is read and parsed.
 func TestParseEveryRecordedDelivery(t *testing.T) {
 	t.Parallel()
-	for _, f := range recording.MustLoad() {
+	tests := []struct {
+		dir  string
+		keep []string
+	}{
+		{"gitea-1.25", nil}, {"gitea-1.27.3", nil}, {"forgejo-10.0.0-dev", nil}, {"forgejo-10.0.0-dev", []string{"X-Forgejo-"}},
+	}
+	for _, tt := range tests {
+		fixtures, err := recording.LoadDir(recording.DirOf(tt.dir))
+		require.NoError(t, err)
+		for _, f := range fixtures {
+			if tt.keep != nil {
+				f = f.KeepHeaders(tt.keep...)
+			}
+			hd := ReadHeaders(f.HTTPHeader())
+			require.NotEmpty(t, hd.Delivery, f.Name)
+			require.NotEmpty(t, hd.Event, f.Name)
+			require.Len(t, hd.Signature, 64, f.Name)
+			env, err := Peek(f.Body)
+			require.NoError(t, err, f.Name)
+			assert.Contains(t, env.Repo, "acme/", f.Name)
+			kind := Classify(hd.Event, hd.EventType)
+			if kind == KindIgnored {
+				continue
+			}
+			ev, err := Parse(kind, f.Body)
+			require.NoError(t, err, f.Name)
+			assert.NotEmpty(t, ev.SemanticKey(), f.Name)
+		}
+	}
+}
+
+func TestReadHeaders(t *testing.T) {
+	t.Parallel()
+	const sig = "94773e513fcb2f94dd1a6f9da29e71b76a8873446af717c323d5171e48e18d5a"
+	want := Headers{Event: "issues", EventType: "issue_assign", Delivery: "d-1", Signature: sig}
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    Headers
+	}{
+		{"Gitea", map[string]string{"X-Gitea-Event": "issues", "X-Gitea-Event-Type": "issue_assign",
+			"X-Gitea-Delivery": "d-1", "X-Gitea-Signature": sig}, want},
+		{"Forgejo alone", map[string]string{"X-Forgejo-Event": "issues", "X-Forgejo-Event-Type": "issue_assign",
+			"X-Forgejo-Delivery": "d-1", "X-Forgejo-Signature": sig}, want},
+		{"Forgejo beside Gitea", map[string]string{"X-Forgejo-Event": "issues", "X-Gitea-Event": "issues",
+			"X-Gitea-Event-Type": "issue_assign", "X-Forgejo-Event-Type": "issue_assign",
+			"X-Forgejo-Delivery": "d-1", "X-Gitea-Delivery": "d-1", "X-Forgejo-Signature": sig, "X-Gitea-Signature": sig}, want},
+		{"GitHub's spelling", map[string]string{"X-GitHub-Event": "issues", "X-GitHub-Event-Type": "issue_assign",
+			"X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": "sha256=" + sig}, want},
+		{"none", map[string]string{"X-Other-Event": "issues"}, Headers{}},
+	}
+	for _, tt := range tests {
 		h := http.Header{}
-		for k, v := range f.Headers {
+		for k, v := range tt.headers {
 			h.Set(k, v)
 		}
-		hd := ReadHeaders(h)
-		require.NotEmpty(t, hd.Delivery, f.Name)
-		require.Len(t, hd.Signature, 64, f.Name)
-		env, err := Peek(f.Body)
-		require.NoError(t, err, f.Name)
-		assert.Equal(t, "acme/widget", env.Repo, f.Name)
-		kind := Classify(hd.Event, hd.EventType)
-		if kind == KindIgnored {
-			continue
-		}
-		ev, err := Parse(kind, f.Body)
-		require.NoError(t, err, f.Name)
-		assert.NotEmpty(t, ev.SemanticKey(), f.Name)
+		assert.Equal(t, tt.want, ReadHeaders(h), tt.name)
 	}
 }
 

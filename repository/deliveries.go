@@ -333,3 +333,14 @@ func (q *Queries) ClaimEffect(ctx context.Context, key, deliveryID string) (bool
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// EffectApplied reports whether an event with this semantic key has been
+// applied (by any delivery).
+func (q *Queries) EffectApplied(ctx context.Context, key string) (bool, error) {
+	var applied bool
+	err := q.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_effects WHERE semantic_key = $1)`, key).Scan(&applied)
+	if err != nil {
+		return false, fmt.Errorf("look up effect %s: %w", key, err)
+	}
+	return applied, nil
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 )
@@ -16,16 +17,19 @@ import (
 // before the mark it looks again (Gitea's timestamps have one-second
 // resolution, and an update may land while the previous pass read).
 const (
-	catchUpIssues  = 200
-	catchUpPulls   = 100
-	catchUpOverlap = time.Minute
+	catchUpIssues   = 200
+	catchUpPulls    = 100
+	catchUpComments = 500
+	catchUpOverlap  = time.Minute
 )
 
 // catchUp finds what happened in Gitea while no mozi listened — Gitea
 // does not deliver a webhook again once it failed — and feeds it through
 // the inbox as the deliveries it missed: issues whose assignees changed,
-// pull requests opened, review requests to agents. Everything is compared
-// with mozi's own copy first, so what did arrive is not repeated. A
+// pull requests opened, review requests to agents, comments (mentions,
+// [Action Report]s). Everything is compared with mozi's own copy first, or
+// recognised by its effect key in the inbox, so what did arrive is not
+// repeated. A
 // repository is read from the first time the catch-up meets it: what
 // happened before mozi knew it is not replayed.
 func (t *Ticker) catchUp(ctx context.Context) (int, error) {
@@ -94,7 +98,39 @@ func (t *Ticker) catchUpRepo(ctx context.Context, repo string, since time.Time) 
 		}
 		found += injected
 	}
-	return found, len(issues) < catchUpIssues && len(pulls) < catchUpPulls, nil
+	comments, err := t.gitea.CommentsSince(ctx, repo, since, catchUpComments)
+	if err != nil {
+		return found, false, err
+	}
+	for _, c := range comments {
+		injected, err := t.catchUpComment(ctx, repo, c)
+		if err != nil {
+			return found, false, err
+		}
+		if injected {
+			found++
+		}
+	}
+	return found, len(issues) < catchUpIssues && len(pulls) < catchUpPulls && len(comments) < catchUpComments, nil
+}
+
+// catchUpComment feeds a comment whose webhook mozi never applied through
+// the rules as created: the same event to them as the webhook (its effect
+// key), so it has its effect once whichever way it came.
+func (t *Ticker) catchUpComment(ctx context.Context, repo string, c gitea.IssueComment) (bool, error) {
+	body, err := payload.CommentCreatedBody(repo, c.Issue, c.IsPull, c.Comment)
+	if err != nil {
+		return false, err
+	}
+	ev, err := payload.Parse(payload.KindIssueComment, body)
+	if err != nil {
+		return false, fmt.Errorf("catch-up comment %d: %w", c.ID, err)
+	}
+	if applied, err := t.store.EffectApplied(ctx, ev.SemanticKey()); err != nil || applied {
+		return false, err
+	}
+	return t.inject(ctx, fmt.Sprintf("catch-up:%s#%d:comment:%d:%d", repo, c.Issue, c.ID, c.UpdatedAt.Unix()),
+		"issue_comment", payload.ActionCreated, repo, body)
 }
 
 // catchUpIssue feeds an issue newer than mozi's copy through the rules as
@@ -146,7 +182,14 @@ func (t *Ticker) catchUpPull(ctx context.Context, pr task.PullRequest) (int, err
 	case err != nil:
 		return n, err
 	}
-	for _, reviewer := range pr.RequestedReviewers {
+	// A pull request's requested_reviewers lists every reviewer's latest
+	// review, approvals and comments too (Gitea 1.25): only a review whose
+	// latest state is a request is still asked for.
+	pending, err := t.gitea.PendingReviewRequests(ctx, pr.Repo, pr.Number)
+	if err != nil {
+		return n, err
+	}
+	for _, reviewer := range pending {
 		if !slices.ContainsFunc(t.cfg.Agents, func(a string) bool { return strings.EqualFold(a, reviewer) }) {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/ticker"
 )
@@ -37,22 +38,31 @@ func TestCatchUpFindsWhatHappenedWhileMoziWasDown(t *testing.T) {
 	now := time.Now().Add(time.Second)
 	w.gitea.issues[9] = task.Issue{Repo: "acme/widget", Number: 9, Title: "Retry budget", State: task.StateOpen,
 		Author: "lead", Labels: []string{"type/bug"}, Assignees: []string{"coder1"}, CreatedAt: now, UpdatedAt: now}
+	// lead reviewed #12 without being asked: Gitea lists it among the
+	// requested reviewers anyway, but only reviewer1's request is open.
 	w.gitea.pulls = map[int]task.PullRequest{
 		12: {Repo: "acme/widget", Number: 12, Title: "Fix #3", Body: "Closes #3", State: task.StateOpen, Author: "coder2",
 			HeadRef: "fix/3-rate-limiter", HeadSHA: "0123456789abcdef", BaseRef: "main",
-			RequestedReviewers: []string{"reviewer1", "someone-else"}, UpdatedAt: now},
+			RequestedReviewers: []string{"reviewer1", "someone-else", "lead"}, UpdatedAt: now},
 	}
+	w.gitea.pending = map[int][]string{12: {"reviewer1", "someone-else"}}
+	// and lead asked coder1 something on #3.
+	w.gitea.comments = []gitea.IssueComment{{Issue: 3, Comment: task.Comment{ID: 901, Author: "lead",
+		Body: "@coder1 can you look at the retry budget too?", CreatedAt: now, UpdatedAt: now}}}
 
-	assert.Equal(t, 3, catchUp(), "the assignment, the pull request and the review request")
+	assert.Equal(t, 4, catchUp(), "the assignment, the pull request, the review request and the comment")
 	w.drain()
 	require.Len(t, w.tasks(task.ActionIssueAssigned, "coder1", 9), 1)
 	require.Len(t, w.tasks(task.ActionReviewRequest, "reviewer1", 12), 1)
+	assert.Empty(t, w.tasks(task.ActionReviewRequest, "lead", 12), "a review is not a request")
+	require.Len(t, w.tasks(task.ActionMention, "coder1", 3), 1)
 	assert.Equal(t, task.StatusReview, w.task(task.ActionIssueAssigned, "coder2", 3).Status, "PR #12 links #3's work")
 
 	assert.Zero(t, catchUp(), "nothing is found twice")
 	w.drain()
 	assert.Len(t, w.tasks(task.ActionIssueAssigned, "coder1", 9), 1)
 	assert.Len(t, w.tasks(task.ActionReviewRequest, "reviewer1", 12), 1)
+	assert.Len(t, w.tasks(task.ActionMention, "coder1", 3), 1)
 }
 
 // Gitea down during a catch-up pass: the mark stays, and the next pass

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 )
@@ -33,6 +34,8 @@ type Gitea interface {
 	FetchStatuses(ctx context.Context, repo, sha string) ([]task.CommitStatus, error)
 	OpenIssuesSince(ctx context.Context, repo string, since time.Time, limit int) ([]task.Issue, error)
 	OpenPullRequestsSince(ctx context.Context, repo string, since time.Time, limit int) ([]task.PullRequest, error)
+	PendingReviewRequests(ctx context.Context, repo string, number int) ([]string, error)
+	CommentsSince(ctx context.Context, repo string, since time.Time, limit int) ([]gitea.IssueComment, error)
 }
 
 // Defaults of Config.

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
@@ -35,8 +36,39 @@ type fakeGitea struct {
 	issues   map[int]task.Issue
 	pulls    map[int]task.PullRequest
 	statuses map[string][]task.CommitStatus
+	// pending are the review requests still open, by pull request (a
+	// pull request's RequestedReviewers also lists who reviewed, as
+	// Gitea's does).
+	pending  map[int][]string
+	comments []gitea.IssueComment
 	err      error
 	calls    int
+}
+
+func (f *fakeGitea) PendingReviewRequests(_ context.Context, _ string, number int) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	return slices.Clone(f.pending[number]), nil
+}
+
+func (f *fakeGitea) CommentsSince(_ context.Context, _ string, since time.Time, limit int) ([]gitea.IssueComment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []gitea.IssueComment
+	for _, c := range f.comments {
+		if !c.UpdatedAt.Before(since) && len(out) < limit {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeGitea) OpenIssuesSince(_ context.Context, repo string, since time.Time, limit int) ([]task.Issue, error) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,5 +356,77 @@ func TestE2EGiteaOutageTasksRunOnceAfter(t *testing.T) {
 	t.Logf("first agent started %s after Gitea came back", first.Sub(back).Round(time.Millisecond))
 	assert.Less(t, first.Sub(back), 10*time.Second, "held tasks must start within seconds of Gitea's return")
 	assert.Len(t, w.pulls(), 3)
+	w.checkRuns()
+}
+
+// TestE2ECatchUpAfterDowntime: what happened in Gitea while mozi was down
+// — an assignment, a pull request with a review request, a comment that
+// mentions an agent — is found by the catch-up when it starts again, each
+// once; a pull request an agent reviewed without being asked gets no
+// review request from it.
+func TestE2ECatchUpAfterDowntime(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, worldOptions{agents: []agentSpec{
+		{name: "coder", role: "coder"},
+		{name: "reviewer", role: "reviewer"},
+		{name: "helper", role: "coder"},
+	}})
+	coder, reviewer, helper := w.login("coder"), w.login("reviewer"), w.login("helper")
+	first := w.createIssue("Add a greeting", "Please add a greeting file.", coder)
+	w.waitTask("the assigned task", 2*time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
+	reviewed := w.pulls()[0]
+	// The reviewer approves the pull request unasked: Gitea now lists it
+	// among the pull request's requested reviewers.
+	w.call(w.agents["reviewer"].User, "POST", fmt.Sprintf("/repos/%s/pulls/%d/reviews", w.repo, reviewed.Number),
+		map[string]any{"event": "APPROVED", "body": "Nice start."}, nil)
+	w.eventually("the review applied", time.Minute, func() (bool, string) {
+		return len(w.tasksWhere(isAction(task.ActionReviewResult, coder))) == 1, describe(w.tasks())
+	})
+
+	w.stopMozi(syscall.SIGTERM)
+	assigned := w.createIssue("Add a farewell", "Please add a farewell file.", coder)
+	c := w.clone(w.human)
+	c.git("checkout", "-q", "-b", "docs/readme")
+	require.NoError(t, os.WriteFile(filepath.Join(c.dir, "NOTES.md"), []byte("notes\n"), 0o644))
+	c.git("add", "NOTES.md")
+	c.git("commit", "-q", "-m", "Add notes")
+	c.git("push", "-q", "origin", "docs/readme")
+	var asked pull
+	w.call(w.human, "POST", "/repos/"+w.repo+"/pulls", map[string]any{"head": "docs/readme", "base": "main",
+		"title": "Add notes", "body": "Notes for the team."}, &asked)
+	w.call(w.human, "POST", fmt.Sprintf("/repos/%s/pulls/%d/requested_reviewers", w.repo, asked.Number),
+		map[string]any{"reviewers": []string{reviewer}}, nil)
+	w.call(w.human, "POST", fmt.Sprintf("/repos/%s/issues/%d/comments", w.repo, first),
+		map[string]any{"body": fmt.Sprintf("@%s could you check the greeting's wording?", helper)}, nil)
+	w.start()
+
+	w.waitTask("the missed assignment", 2*time.Minute, task.StatusReview,
+		func(t task.Task) bool { return t.ActionType == task.ActionIssueAssigned && t.IssueNumber == assigned })
+	w.waitTask("the missed review request", 2*time.Minute, task.StatusDone,
+		func(t task.Task) bool { return t.ActionType == task.ActionReviewRequest && t.IssueNumber == asked.Number })
+	w.waitTask("the missed mention", 2*time.Minute, task.StatusDone, isAction(task.ActionMention, helper))
+	// Two more catch-up passes (every 3 s) find nothing more.
+	marks := func() time.Time {
+		m, err := w.store.CatchUpMarks(t.Context(), []string{w.repo})
+		require.NoError(t, err)
+		require.Len(t, m, 1)
+		return m[0].At
+	}
+	after := marks()
+	w.eventually("two more catch-up passes", time.Minute, func() (bool, string) {
+		return marks().After(after.Add(3 * time.Second)), marks().String()
+	})
+	assert.Empty(t, w.tasksWhere(func(t task.Task) bool {
+		return t.ActionType == task.ActionReviewRequest && t.IssueNumber == reviewed.Number
+	}), "a review is not a review request")
+	for _, keep := range []func(task.Task) bool{
+		func(t task.Task) bool { return t.ActionType == task.ActionIssueAssigned && t.IssueNumber == assigned },
+		func(t task.Task) bool { return t.ActionType == task.ActionReviewRequest && t.IssueNumber == asked.Number },
+		isAction(task.ActionMention, helper),
+	} {
+		list := w.tasksWhere(keep)
+		assert.Len(t, list, 1, describe(list))
+	}
+	assert.Len(t, w.commentsBy(first, helper), 1, "the helper answered once")
 	w.checkRuns()
 }

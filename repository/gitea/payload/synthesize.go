@@ -103,3 +103,18 @@ func StatusBody(s task.CommitStatus) ([]byte, error) {
 		"repository": synthRepo{s.Repo}, "sender": map[string]string{"login": ""},
 	})
 }
+
+// CommentCreatedBody is an "issue_comment created" delivery body for a
+// comment on issue (or pull request) number, sent by its author.
+func CommentCreatedBody(repo string, number int, isPull bool, c task.Comment) ([]byte, error) {
+	issue := map[string]any{"number": number}
+	if isPull {
+		issue["pull_request"] = map[string]any{}
+	}
+	return json.Marshal(map[string]any{
+		"action": ActionCreated, "issue": issue, "is_pull": isPull,
+		"comment": map[string]any{"id": c.ID, "user": user(c.Author), "body": c.Body,
+			"created_at": stampPtr(c.CreatedAt), "updated_at": stampPtr(c.UpdatedAt)},
+		"repository": synthRepo{repo}, "sender": user(c.Author),
+	})
+}

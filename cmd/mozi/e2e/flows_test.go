@@ -403,7 +403,9 @@ func TestE2ECatchUpAfterDowntime(t *testing.T) {
 	w.waitTask("the missed assignment", 2*time.Minute, task.StatusReview,
 		func(t task.Task) bool { return t.ActionType == task.ActionIssueAssigned && t.IssueNumber == assigned })
 	w.waitTask("the missed review request", 2*time.Minute, task.StatusDone,
-		func(t task.Task) bool { return t.ActionType == task.ActionReviewRequest && t.IssueNumber == asked.Number })
+		func(t task.Task) bool {
+			return t.ActionType == task.ActionReviewRequest && t.IssueNumber == asked.Number
+		})
 	w.waitTask("the missed mention", 2*time.Minute, task.StatusDone, isAction(task.ActionMention, helper))
 	// Two more catch-up passes (every 3 s) find nothing more.
 	marks := func() time.Time {
@@ -421,7 +423,9 @@ func TestE2ECatchUpAfterDowntime(t *testing.T) {
 	}), "a review is not a review request")
 	for _, keep := range []func(task.Task) bool{
 		func(t task.Task) bool { return t.ActionType == task.ActionIssueAssigned && t.IssueNumber == assigned },
-		func(t task.Task) bool { return t.ActionType == task.ActionReviewRequest && t.IssueNumber == asked.Number },
+		func(t task.Task) bool {
+			return t.ActionType == task.ActionReviewRequest && t.IssueNumber == asked.Number
+		},
 		isAction(task.ActionMention, helper),
 	} {
 		list := w.tasksWhere(keep)

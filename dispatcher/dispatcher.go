@@ -103,11 +103,12 @@ type Config struct {
 	// DefaultGuardTimeout, 30s): a slow Gitea holds the task instead of
 	// the worker.
 	GuardTimeout time.Duration
-	// Notifier tells the issue when a guardrail fails a task (nil: nobody).
-	Notifier *notice.Notifier
-	Logger   *slog.Logger
-	Metrics  *Metrics
-	Now      func() time.Time
+	// Notices words the comment queued on the issue when a guardrail fails
+	// a task (nil: none).
+	Notices *notice.Notices
+	Logger  *slog.Logger
+	Metrics *Metrics
+	Now     func() time.Time
 }
 
 // Dispatcher is the claim loop.
@@ -396,11 +397,9 @@ func (d *Dispatcher) guard(ctx context.Context, t task.Task) bool {
 	fail := func(reason, why string) bool {
 		log.Warn("guardrail: task failed", "guardrail", reason, "reason", why)
 		d.cfg.Metrics.guardrails.WithLabelValues(reason).Inc()
-		res, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why, Actor: task.ActorMozi})
-		if err != nil {
+		if _, err := d.store.Apply(bg, t.ID, task.EventFail, repository.Change{Error: why, Actor: task.ActorMozi,
+			Notice: d.cfg.Notices.TaskFailed(t, why)}); err != nil {
 			log.Error("task not failed", "error", err)
-		} else if res.Applied {
-			d.cfg.Notifier.TaskFailed(bg, t.ID, why)
 		}
 		return false
 	}

@@ -203,9 +203,8 @@ func TestGuardrails(t *testing.T) {
 				require.NoError(t, err)
 			}
 			h := newRecorder(store, false)
-			comments := &commentLog{}
 			d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, Agents: agents,
-				SpawnsPerIssuePerDay: 3, MaxHops: 4, Notifier: notice.New(comments, store, nil)},
+				SpawnsPerIssuePerDay: 3, MaxHops: 4, Notices: notice.New()},
 				store, fakeIssues{open: tt.open}, h)
 			stop := run(d)
 			if tt.wantStatus == task.StatusClaimed {
@@ -228,37 +227,20 @@ func TestGuardrails(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, got.LastError, tt.wantError)
 			assert.Empty(t, h.ids(), "a guarded task is never handed to the spawner")
+			queued, err := store.QueuedComments(ctx, "acme/widget", 4)
+			require.NoError(t, err)
 			if tt.wantStatus == task.StatusPending {
 				assert.True(t, got.NotBefore.After(time.Now().Add(20*time.Second)), "it waits before the next claim")
-				assert.Empty(t, comments.all(), "a held task is not announced")
+				assert.Empty(t, queued, "a held task is not announced")
 			} else {
-				posted := comments.all()
-				require.Len(t, posted, 1, "a task failed by a guardrail says so on its issue")
-				assert.Contains(t, posted[0], tt.wantError)
+				require.Len(t, queued, 1, "a task failed by a guardrail says so on its issue")
+				assert.Contains(t, queued[0].Body, tt.wantError)
 			}
 		})
 	}
 }
 
 // commentLog is a Gitea that keeps the comments posted to it.
-type commentLog struct {
-	mu     sync.Mutex
-	bodies []string
-}
-
-func (c *commentLog) PostComment(_ context.Context, _ string, _ int, body string) (int64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.bodies = append(c.bodies, body)
-	return int64(len(c.bodies)), nil
-}
-
-func (c *commentLog) all() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.bodies...)
-}
-
 // flakyIssues is a Gitea that can be down (every read fails) or slow.
 type flakyIssues struct {
 	down  atomic.Bool

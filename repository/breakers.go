@@ -56,36 +56,6 @@ func (q *Queries) RecordAgentComment(ctx context.Context, repo string, issue int
 	return b, true, nil
 }
 
-// UnannouncedBreakers lists open breakers whose comment is not posted yet.
-func (q *Queries) UnannouncedBreakers(ctx context.Context) ([]Breaker, error) {
-	rows, err := q.db.Query(ctx, `SELECT repo, tripped_at, open_until, comments, issue FROM repo_breakers
-		WHERE notified_at IS NULL AND open_until > now() ORDER BY tripped_at`)
-	if err != nil {
-		return nil, fmt.Errorf("list circuit breakers: %w", err)
-	}
-	defer rows.Close()
-	var out []Breaker
-	for rows.Next() {
-		var b Breaker
-		if err := rows.Scan(&b.Repo, &b.TrippedAt, &b.OpenUntil, &b.Comments, &b.Issue); err != nil {
-			return nil, fmt.Errorf("scan circuit breaker: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
-}
-
-// AnnounceBreaker records that a breaker's comment was posted; false when
-// someone else did it first or the breaker tripped again since.
-func (q *Queries) AnnounceBreaker(ctx context.Context, b Breaker) (bool, error) {
-	tag, err := q.db.Exec(ctx, `UPDATE repo_breakers SET notified_at = now()
-		WHERE repo = $1 AND tripped_at = $2 AND notified_at IS NULL`, b.Repo, b.TrippedAt)
-	if err != nil {
-		return false, fmt.Errorf("record circuit breaker comment of %s: %w", b.Repo, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
 // OpenBreakers counts the repositories whose agent runs are paused.
 func (q *Queries) OpenBreakers(ctx context.Context) (int, error) {
 	var n int

@@ -481,7 +481,7 @@ func TestFailStalledOnlyFailsWhatIsStillStalled(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			res, err := store.FailStalled(ctx, tk.ID, 30*time.Minute, "no pull request, also after a follow-up")
+			res, err := store.FailStalled(ctx, tk.ID, 30*time.Minute, "no pull request, also after a follow-up", "")
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, res.Applied)
 			got, err := store.Task(ctx, tk.ID)

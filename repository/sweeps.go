@@ -385,7 +385,9 @@ func (s *Store) FollowUp(ctx context.Context, id int64, missing string) (Result,
 // longer than quiet, checked on the locked row in the same transaction:
 // a pull request, review or report that arrived since the watchdog listed
 // it wins over the failure.
-func (s *Store) FailStalled(ctx context.Context, id int64, quiet time.Duration, why string) (Result, error) {
+//
+// notice is the comment to queue on the issue when it fails ("": none).
+func (s *Store) FailStalled(ctx context.Context, id int64, quiet time.Duration, why, notice string) (Result, error) {
 	var res Result
 	err := s.InTx(ctx, func(tx *Tx) error {
 		var locked int64
@@ -398,7 +400,7 @@ func (s *Store) FailStalled(ctx context.Context, id int64, quiet time.Duration, 
 		if err != nil {
 			return err
 		}
-		res, err = tx.Apply(ctx, id, task.EventFail, Change{Error: why, Actor: task.ActorMozi})
+		res, err = tx.Apply(ctx, id, task.EventFail, Change{Error: why, Actor: task.ActorMozi, Notice: notice})
 		return err
 	})
 	if err != nil {

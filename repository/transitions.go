@@ -26,6 +26,10 @@ type Change struct {
 	// login behind the event, or mozi. A running agent whose task someone
 	// else ended is stopped; one that ended it itself may finish.
 	Actor string
+	// Notice is what mozi tells the issue when the transition happens (a
+	// failure): queued in the outbox by the same statement, once per task
+	// and run ("" or a task on no issue: nothing).
+	Notice string
 }
 
 // Result says whether a transition happened and what the status was when
@@ -124,23 +128,38 @@ var effects = map[task.Event]effect{
 }
 
 // transitionSQL is built once per event. prev locks the row and remembers
-// its status; upd is the conditional UPDATE. Both run as one statement.
+// its status; upd is the conditional UPDATE; note queues the transition's
+// notice in the outbox when it happened. All run as one statement.
 var transitionSQL = func() map[task.Event]string {
 	out := make(map[task.Event]string, len(task.Events))
 	for _, ev := range task.Events {
 		tr, _ := ev.Transition()
 		e := effects[ev]
+		notice := fmt.Sprintf("$%d", 3+e.nargs())
 		out[ev] = `WITH prev AS (
 				SELECT id, status FROM task_state WHERE id = $1 FOR UPDATE
 			), upd AS (
 				UPDATE task_state t SET status = '` + string(tr.To) + `', updated_at = now()` + e.set + `
 				FROM prev WHERE t.id = prev.id AND t.status = ANY($2)` + e.guard + `
-				RETURNING t.id
+				RETURNING t.id, t.repo, t.issue_number, t.dispatch_count
+			), note AS (
+				INSERT INTO outbox (repo, issue_number, kind, dedupe_key, body)
+				SELECT upd.repo, upd.issue_number, 'task_` + string(ev) + `', upd.id || ':' || upd.dispatch_count, ` + notice + `::text
+				FROM upd WHERE ` + notice + `::text <> '' AND upd.issue_number > 0
+				ON CONFLICT (kind, dedupe_key) DO NOTHING
 			)
 			SELECT prev.status, EXISTS (SELECT 1 FROM upd) FROM prev`
 	}
 	return out
 }()
+
+// nargs is how many parameters the effect binds after $1 and $2.
+func (e effect) nargs() int {
+	if e.args == nil {
+		return 0
+	}
+	return len(e.args(Change{}))
+}
 
 // Apply moves task id through the state machine if its current status allows
 // the event. Not applying is not an error: Result.Applied says what happened.
@@ -165,6 +184,7 @@ func (q *Queries) transition(ctx context.Context, id int64, ev task.Event, c Cha
 	if e := effects[ev]; e.args != nil {
 		args = append(args, e.args(c)...)
 	}
+	args = append(args, c.Notice)
 	var (
 		prev    string
 		applied bool

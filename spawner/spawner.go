@@ -79,8 +79,9 @@ type Config struct {
 	Getenv    func(string) string
 	Logger    *slog.Logger
 	Metrics   *Metrics
-	// Notifier tells the issue when a task fails for good (nil: nobody).
-	Notifier *notice.Notifier
+	// Notices words the comment queued on the issue when a task fails for
+	// good (nil: none).
+	Notices *notice.Notices
 
 	// Workspaces prepares the worktrees of agents with Worktree set
 	// (nil: such agents cannot run).
@@ -220,9 +221,8 @@ func (s *Spawner) hold(ctx context.Context, log *slog.Logger, t task.Task, why s
 // failNow fails a task that no retry can help, with its one comment.
 func (s *Spawner) failNow(ctx context.Context, log *slog.Logger, t task.Task, why string) {
 	log.Error("task failed", "reason", why)
-	if s.apply(ctx, log, t, task.EventFail, repository.Change{Error: why, Actor: task.ActorMozi}) {
-		s.cfg.Notifier.TaskFailed(ctx, t.ID, why)
-	}
+	s.apply(ctx, log, t, task.EventFail, repository.Change{Error: why, Actor: task.ActorMozi,
+		Notice: s.cfg.Notices.TaskFailed(t, why)})
 }
 
 // retryLater counts a failure to start as a failed attempt: retried with
@@ -548,7 +548,8 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, att
 		msg = "agent failed, will retry"
 		s.cfg.Metrics.retries.WithLabelValues(t.Agent).Inc()
 	default:
-		end.Event, end.Change = task.EventFail, repository.Change{Error: r.Err, Actor: task.ActorMozi}
+		end.Event, end.Change = task.EventFail, repository.Change{Error: r.Err, Actor: task.ActorMozi,
+			Notice: s.cfg.Notices.TaskFailed(t, r.Err)}
 		log = log.With("error", r.Err)
 		msg = "agent failed, no retry left: task failed"
 	}
@@ -563,9 +564,6 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, att
 		log.Warn(msg)
 	default:
 		log.Info(msg)
-	}
-	if end.Event == task.EventFail {
-		s.cfg.Notifier.TaskFailed(context.WithoutCancel(ctx), t.ID, r.Err)
 	}
 }
 
@@ -710,9 +708,6 @@ func (s *Spawner) RecordLeftovers(ctx context.Context) (int, error) {
 		n++
 		s.cfg.Logger.Info("recorded a run kept on disk", "task_id", end.Attempt.TaskID, "attempt", end.Attempt.Attempt,
 			"outcome", end.Attempt.Outcome, "applied", res.Applied, "status", res.From)
-		if end.Event == task.EventFail && res.Applied {
-			s.cfg.Notifier.TaskFailed(ctx, end.Attempt.TaskID, end.Change.Error)
-		}
 	}
 	return n, nil
 }

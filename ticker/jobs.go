@@ -373,47 +373,18 @@ func (t *Ticker) watchdog(ctx context.Context) (int, error) {
 			continue
 		}
 		why := fmt.Sprintf("the agent's runs ended without %s, also after a follow-up", missingText[st.Missing])
-		res, err := t.store.FailStalled(ctx, tk.ID, t.cfg.WatchdogQuiet, why)
+		res, err := t.store.FailStalled(ctx, tk.ID, t.cfg.WatchdogQuiet, why, t.cfg.Notices.TaskFailed(tk, why))
 		if err != nil {
 			return n, err
 		}
 		if res.Applied {
 			log.Error("task failed: " + why)
 			t.cfg.Metrics.stalled.WithLabelValues("fail").Inc()
-			t.cfg.Notifier.TaskFailed(ctx, tk.ID, why)
 			n++
 		}
 	}
 	if followed > 0 {
 		t.cfg.WakeDispatcher()
-	}
-	return n, nil
-}
-
-// breakers posts, once per trip, a comment where a repository's circuit
-// breaker tripped, so people see why agents went quiet.
-func (t *Ticker) breakers(ctx context.Context) (int, error) {
-	if t.cfg.Commenter == nil {
-		return 0, nil
-	}
-	open, err := t.store.UnannouncedBreakers(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, b := range open {
-		claimed, err := t.store.AnnounceBreaker(ctx, b)
-		if err != nil || !claimed {
-			return n, err
-		}
-		body := fmt.Sprintf("**mozi**: agents posted %d comments on %s within %s, so mozi paused new agent runs on this repository "+
-			"until %s UTC (circuit breaker). Runs in progress finish; waiting tasks start after that, by themselves.",
-			b.Comments, b.Repo, t.cfg.BreakerWindow, b.OpenUntil.UTC().Format("2006-01-02 15:04"))
-		if _, err := t.cfg.Commenter.PostComment(ctx, b.Repo, b.Issue, body); err != nil {
-			t.cfg.Logger.Warn("circuit breaker comment not posted", "repo", b.Repo, "issue", b.Issue, "error", err)
-			continue
-		}
-		n++
 	}
 	return n, nil
 }

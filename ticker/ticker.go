@@ -71,7 +71,7 @@ type Config struct {
 	// renewed every third).
 	LeaderTTL time.Duration
 	// SweepEvery runs the quick sweeps: rescue, mentions, rounds,
-	// discussions, orphans, watchdog and breakers (default
+	// discussions, orphans and watchdog (default
 	// DefaultSweepEvery, 10s).
 	SweepEvery time.Duration
 	// ReconcileEvery re-reads from Gitea the issues live tasks wait on
@@ -101,12 +101,9 @@ type Config struct {
 	// TaskBudgetPerHour caps the tasks created per issue per hour, for the
 	// ticker's tasks as for the webhook's (0: no cap).
 	TaskBudgetPerHour int
-	// Notifier tells the issue when the watchdog fails a task (nil: nobody).
-	Notifier *notice.Notifier
-	// Commenter posts the one comment of a tripped circuit breaker (nil:
-	// none is posted); BreakerWindow is the breaker's look-back, for it.
-	Commenter     notice.Commenter
-	BreakerWindow time.Duration
+	// Notices words the comment queued when the watchdog fails a task
+	// (nil: none).
+	Notices *notice.Notices
 	// RunnerTTL is how long a runner (a mozi process) may go without a
 	// heartbeat before its runs are rescued (default: the default lease
 	// TTL, 60s).
@@ -184,7 +181,6 @@ const (
 	JobOrphans     = "orphans"
 	JobPrune       = "prune"
 	JobWatchdog    = "watchdog"
-	JobBreakers    = "breakers"
 	JobCatchUp     = "catch_up"
 )
 
@@ -203,7 +199,6 @@ func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 		{name: JobOrphans, every: cfg.SweepEvery, run: t.orphans},
 		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
 		{name: JobWatchdog, every: cfg.SweepEvery, run: t.watchdog},
-		{name: JobBreakers, every: cfg.SweepEvery, run: t.breakers},
 	}
 	return t
 }

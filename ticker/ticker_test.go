@@ -156,7 +156,7 @@ func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	agents := rules.NewAgents([]rules.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
 		{Login: "lead", Lead: true}})
 	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
-		TaskBudgetPerHour: 1000}
+		TaskBudgetPerHour: 1000, Comments: true}
 	for _, o := range opts {
 		o(&mcfg)
 	}
@@ -412,22 +412,6 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "an untouched sub-issue is not finished")
 }
 
-// fakeCommenter records the comments the notifier posts.
-type fakeCommenter struct {
-	mu       sync.Mutex
-	comments map[int][]string
-}
-
-func (f *fakeCommenter) PostComment(_ context.Context, _ string, number int, body string) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.comments == nil {
-		f.comments = map[int][]string{}
-	}
-	f.comments[number] = append(f.comments[number], body)
-	return int64(len(f.comments[number])), nil
-}
-
 // runEnds claims a task and records a run of it that exited 0: the task
 // then waits, without a lease, for Gitea.
 func (w *world) runEnds(t task.Task) {
@@ -468,9 +452,7 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	w.runEnds(assigned)
 	w.runEnds(approved)
 
-	commenter := &fakeCommenter{}
-	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond,
-		Notifier: notice.New(commenter, w.store, nil)})
+	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond, Notices: notice.New()})
 	acted := func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }
 	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the stalled task is followed up")
 	got := w.task(task.ActionIssueAssigned, "coder2", 3)
@@ -483,8 +465,10 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	got = w.task(task.ActionIssueAssigned, "coder2", 3)
 	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "without opening a pull request, also after a follow-up")
-	require.Len(t, commenter.comments[3], 1, "one comment on the issue")
-	assert.Contains(t, commenter.comments[3][0], "failed")
+	queued, err := w.store.QueuedComments(ctx, "acme/widget", 3)
+	require.NoError(t, err)
+	require.Len(t, queued, 1, "one comment queued for the issue, with the failure")
+	assert.Contains(t, queued[0].Body, "failed")
 
 	still, err := w.store.Task(ctx, approved.ID)
 	require.NoError(t, err)
@@ -588,12 +572,10 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 	}
 	assert.Equal(t, []string{"acme/gadget"}, claim(), "acme/widget is paused, acme/gadget is not")
 
-	commenter := &fakeCommenter{}
-	tk := w.ticker(ticker.Config{Commenter: commenter, BreakerWindow: 10 * time.Minute})
-	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobBreakers))
-	assert.Zero(t, tk.RunJob(ctx, ticker.JobBreakers), "one comment per trip")
-	require.Len(t, commenter.comments[3], 1)
-	assert.Contains(t, commenter.comments[3][0], "paused new agent runs")
+	queued, err := w.store.QueuedComments(ctx, "acme/widget", 3)
+	require.NoError(t, err)
+	require.Len(t, queued, 1, "one comment per trip, queued with the trip")
+	assert.Contains(t, queued[0].Body, "paused new agent runs")
 
 	require.Eventually(t, func() bool { return len(claim()) == 1 }, 10*time.Second, 100*time.Millisecond,
 		"the breaker closes by itself after its cooldown")

@@ -41,6 +41,7 @@ type engine struct {
 	workspaces *workspace.Manager // nil without a repository to clone from
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
+	poster     *notice.Poster // nil without gitea.url
 	owner      string
 	// dbUpSince is when this process last began to reach the database
 	// without interruption (unix nanoseconds; 0 while it cannot).
@@ -98,9 +99,12 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	if err != nil {
 		return nil, err
 	}
-	var notifier *notice.Notifier
+	var notices *notice.Notices
 	if en.gitea != nil && *cfg.Spawner.FailureComment {
-		notifier = notice.New(en.gitea, store, logger)
+		notices = notice.New()
+	}
+	if en.gitea != nil {
+		en.poster = notice.NewPoster(store, en.gitea, notice.PosterConfig{Logger: logger, Metrics: notice.NewMetrics(reg)})
 	}
 	var workspaces spawner.Workspaces
 	if rt.workspaces != nil {
@@ -111,7 +115,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
 		HoldBase: cfg.Dispatcher.HoldBase, HoldMax: cfg.Dispatcher.HoldMax,
 		TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
-		Logger: logger, Metrics: spawner.NewMetrics(reg), Notifier: notifier,
+		Logger: logger, Metrics: spawner.NewMetrics(reg), Notices: notices,
 		Workspaces: workspaces, Sandbox: rt.sandbox, SandboxErr: rt.sandboxErr, RunAs: rt.runAs, Hide: rt.hide,
 		Done: en.runCtx.Done(),
 	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, assembler)
@@ -120,14 +124,11 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		LeaseTTL: cfg.Dispatcher.LeaseTTL, PollInterval: cfg.Dispatcher.PollInterval,
 		SpawnsPerIssuePerDay: cfg.Dispatcher.SpawnsPerIssuePerDay, SpawnsPerAgentPerDay: cfg.Dispatcher.SpawnsPerAgentPerDay,
 		HoldBase: cfg.Dispatcher.HoldBase, HoldMax: cfg.Dispatcher.HoldMax,
-		MaxHops: cfg.Webhook.MaxMentionHops, Notifier: notifier, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
+		MaxHops: cfg.Webhook.MaxMentionHops, Notices: notices, Logger: logger, Metrics: dispatcher.NewMetrics(reg),
 	}, store, en.reader, en.spawner)
-	var (
-		tg        ticker.Gitea
-		commenter notice.Commenter
-	)
+	var tg ticker.Gitea
 	if en.gitea != nil {
-		tg, commenter = en.gitea, en.gitea
+		tg = en.gitea
 	}
 	en.ticker = ticker.New(ticker.Config{
 		Owner: en.owner, Agents: enabled, Lead: leadLogin(cfg), Declared: agentLogins(cfg), Repos: cfg.Gitea.Repos,
@@ -135,10 +136,9 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		ReconcileEvery: cfg.Ticker.ReconcileEvery, StatusesEvery: cfg.Ticker.StatusPollEvery,
 		Retention: cfg.Ticker.Retention, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		RunnerTTL: cfg.Dispatcher.LeaseTTL, DatabaseUpFor: en.databaseUpFor,
-		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notifier: notifier,
-		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour, BreakerWindow: cfg.Webhook.CircuitBreaker.Window,
-		Commenter: commenter,
-		WakeInbox: wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
+		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notices: notices,
+		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
+		WakeInbox:         wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
 	}, store, tg)
 	return en, nil
 }
@@ -177,6 +177,8 @@ func (en *engine) start() (stop func()) {
 	if en.gitea != nil {
 		wg.Go(func() { en.checkGiteaToken(claimCtx) })
 		wg.Go(func() { en.gitea.WatchOutages(claimCtx, gitea.DefaultProbeEvery) })
+		wg.Go(func() { en.poster.Run(claimCtx) })
+		wg.Go(func() { en.store.Listen(claimCtx, repository.OutboxChannel, en.poster.Wake, en.logger) })
 	}
 	if en.workspaces != nil {
 		wg.Go(func() { en.sweepWorkspaces(claimCtx) })
@@ -252,11 +254,17 @@ func (en *engine) databaseUpFor() time.Duration {
 	return time.Since(time.Unix(0, since))
 }
 
-// giteaRecovered makes the tasks held through a Gitea outage due at once:
-// they need not wait out their backoff once Gitea answers.
+// giteaRecovered makes the tasks held through a Gitea outage, and the
+// comments it refused, due at once: they need not wait out their backoff
+// once Gitea answers.
 func (en *engine) giteaRecovered() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if n, err := en.store.WakeOutbox(ctx); err != nil {
+		en.logger.Warn("comments queued through the Gitea outage not woken: they wait out their backoff", "error", err)
+	} else if n > 0 && en.poster != nil {
+		en.poster.Wake()
+	}
 	n, err := en.store.WakeHeld(ctx, task.HeldForGitea)
 	if err != nil {
 		en.logger.Warn("tasks held through the Gitea outage not woken: they wait out their hold", "error", err)

@@ -51,6 +51,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		InfraContext:  infra,
 		Route:         templates.RouteBusinessType,
 		ReportFields:  set.ReportFields,
+		Comments:      cfg.Gitea.URL != "",
 		Logger:        logger,
 		Metrics:       metrics,
 	}), nil
@@ -117,6 +118,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		webhook.NewInboxCollector(db.store, logger),
 		repository.NewTaskCollector(db.store, agentLogins(cfg), logger),
+		repository.NewOutboxCollector(db.store, logger),
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)

@@ -164,11 +164,35 @@ func splitRepo(repo string) (string, string, error) {
 func apiErr(what string, resp *sdk.Response, err error) error {
 	switch {
 	case resp != nil && resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%s: %w in Gitea", what, task.ErrNotFound)
+		err = fmt.Errorf("%s: %w in Gitea", what, task.ErrNotFound)
 	case resp != nil && resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("%s: %w", what, ErrUnauthorized)
+		err = fmt.Errorf("%s: %w", what, ErrUnauthorized)
+	default:
+		err = fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	if resp != nil {
+		return &statusError{status: resp.StatusCode, err: err}
+	}
+	return err
+}
+
+// statusError is an error Gitea answered with an HTTP status.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// Status is the HTTP status Gitea answered a failed call with (0: no
+// answer: a timeout, a refused connection).
+func Status(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	return 0
 }
 
 // ErrUnauthorized is Gitea's 401: the token is wrong, expired or revoked.

@@ -36,7 +36,44 @@ CREATE TABLE runners (
     heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- What mozi itself says on Gitea (a failure, a tripped circuit breaker) is
+-- written here in the transaction of the change that calls for it, and
+-- posted by a worker with retries until Gitea takes it: never lost on one
+-- Gitea error, never posted twice (each body carries its row's marker,
+-- looked for before a retry).
+CREATE TABLE outbox (
+    id           BIGSERIAL PRIMARY KEY,
+    repo         TEXT NOT NULL,
+    issue_number INTEGER NOT NULL,
+    kind         TEXT NOT NULL,
+    dedupe_key   TEXT NOT NULL,
+    body         TEXT NOT NULL,
+    created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    next_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    locked_until TIMESTAMPTZ,
+    last_error   TEXT NOT NULL DEFAULT '',
+    posted_at    TIMESTAMPTZ,
+    comment_id   BIGINT,
+    parked_at    TIMESTAMPTZ,
+    UNIQUE (kind, dedupe_key)
+);
+CREATE INDEX outbox_waiting_idx ON outbox (next_at) WHERE posted_at IS NULL AND parked_at IS NULL;
+
+-- +goose StatementBegin
+CREATE FUNCTION mozi_notify_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('mozi_outbox', '');
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
+    FOR EACH ROW EXECUTE FUNCTION mozi_notify_outbox();
+
 -- +goose Down
+DROP TABLE outbox;
+DROP FUNCTION mozi_notify_outbox();
 DROP TABLE runners;
 DROP TRIGGER task_state_ended_notify ON task_state;
 DROP FUNCTION mozi_notify_task_ended();

@@ -11,6 +11,7 @@ package pgtest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -40,19 +41,42 @@ var (
 	prefix   string
 )
 
-// Main starts the server, builds the migrated template, runs the tests and
-// tears everything down. Pass its result to os.Exit.
+// Main runs the tests and tears down what they started. The server and
+// the migrated template are set up by the first test that asks for a
+// database (a run whose -run selects none starts nothing), or before the
+// tests when fuzzing, so the fuzzer's workers share the coordinator's
+// server. Pass its result to os.Exit.
 func Main(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	stop, err := setup(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pgtest:", err)
-		return 1
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		if err := start(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+			return 1
+		}
 	}
 	code := m.Run()
-	stop()
+	if stopServer != nil {
+		stopServer()
+	}
 	return code
+}
+
+var (
+	startOnce  sync.Once
+	startErr   error
+	stopServer func()
+)
+
+// start sets the server and the template up, once.
+func start() error {
+	startOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		stopServer, startErr = setup(ctx)
+	})
+	return startErr
 }
 
 func setup(ctx context.Context) (stop func(), err error) {
@@ -142,13 +166,13 @@ func setup(ctx context.Context) (stop func(), err error) {
 // connection string; the database is dropped when the test ends.
 func URL(t testing.TB) string {
 	t.Helper()
-	return newDatabase(t, template)
+	return newDatabase(t, true)
 }
 
 // EmptyURL creates a fresh database with no migrations applied.
 func EmptyURL(t testing.TB) string {
 	t.Helper()
-	return newDatabase(t, "")
+	return newDatabase(t, false)
 }
 
 // Store opens a repository.Store on a fresh migrated database.
@@ -162,10 +186,17 @@ func Store(t testing.TB) *repository.Store {
 	return store
 }
 
-func newDatabase(t testing.TB, from string) string {
+func newDatabase(t testing.TB, migrated bool) string {
 	t.Helper()
+	if err := start(); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
 	if admin == nil {
 		t.Fatal("pgtest: no server: call pgtest.Main from TestMain")
+	}
+	from := ""
+	if migrated {
+		from = template
 	}
 	name := fmt.Sprintf("%s_%d", prefix, counter.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -1,77 +1,52 @@
-// Package notice tells the people on an issue, in one Gitea comment, that
-// mozi gave up on a task there: SPEC §10's "every failed run is visible,
-// never success with no comment". The spawner (retries exhausted), the
-// dispatcher (guardrails) and the ticker (completion watchdog) all fail
-// tasks through it.
+// Package notice is what mozi itself says on Gitea: the one comment when a
+// task fails for good (SPEC §10: every failed run is visible, never
+// "success with no comment") and the one when a repository's circuit
+// breaker trips.
 //
-// Invariant: at most one comment per task, whoever fails it and however
-// often: the comment's id is kept in the task's meta and checked first.
+// Invariants: a comment is queued in the outbox (repository.Comment) in
+// the transaction of the change that calls for it — the failure, the trip
+// — so a change is never made without its comment nor a comment queued
+// for a change that rolled back; the Poster posts each queued comment
+// until Gitea takes it, and never twice: every body carries its row's
+// marker, which a retry looks for in the issue before it posts again.
 package notice
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"strings"
+	"time"
 
+	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// Commenter posts a comment on an issue (gitea.Client).
-type Commenter interface {
-	PostComment(ctx context.Context, repo string, number int, body string) (int64, error)
-}
+// Notices words mozi's comments. A nil *Notices words no failure comment
+// (spawner.failure_comment: false, or no Gitea to post to).
+type Notices struct{}
 
-// Store reads and annotates tasks (repository.Store).
-type Store interface {
-	Task(ctx context.Context, id int64) (task.Task, error)
-	PatchTaskMeta(ctx context.Context, id int64, patch task.Meta, clear ...string) error
-}
+// New returns the comment wording.
+func New() *Notices { return &Notices{} }
 
-// metaKey is where the comment's id is kept in the task's meta.
-const metaKey = "failure_comment_id"
-
-// Notifier posts failure notices. A nil Notifier, or one without a
-// commenter (no Gitea configured), posts nothing.
-type Notifier struct {
-	commenter Commenter
-	store     Store
-	logger    *slog.Logger
-}
-
-// New builds a notifier; commenter may be nil (no Gitea: nothing is posted).
-func New(commenter Commenter, store Store, logger *slog.Logger) *Notifier {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// TaskFailed is the comment that says why task t failed for good ("" for
+// a nil Notices).
+func (n *Notices) TaskFailed(t task.Task, reason string) string {
+	if n == nil {
+		return ""
 	}
-	return &Notifier{commenter: commenter, store: store, logger: logger}
-}
-
-// TaskFailed posts, once, why task id failed. Repository-level tasks have
-// no issue to comment on.
-func (n *Notifier) TaskFailed(ctx context.Context, id int64, reason string) {
-	if n == nil || n.commenter == nil {
-		return
-	}
-	log := n.logger.With("task_id", id)
-	t, err := n.store.Task(ctx, id)
-	if err != nil {
-		log.Error("failure comment skipped", "error", err)
-		return
-	}
-	if t.IssueNumber == 0 || t.Meta.Extra[metaKey] != "" {
-		return
-	}
-	body := fmt.Sprintf("**mozi**: the `%s` task of @%s on this issue failed after %s: %s.\n\n"+
+	return fmt.Sprintf("**mozi**: the `%s` task of @%s on this issue failed after %s: %s.\n\n"+
 		"mozi will not run it again by itself. Details: `mozi task show %d`; to try again: `mozi task retry %d`.",
 		t.ActionType, t.Agent, runs(t.DispatchCount), strings.TrimSuffix(oneLine(reason), "."), t.ID, t.ID)
-	commentID, err := n.commenter.PostComment(ctx, t.Repo, t.IssueNumber, body)
-	if err != nil {
-		log.Error("failure comment not posted", "repo", t.Repo, "issue", t.IssueNumber, "error", err)
-		return
-	}
-	if err := n.store.PatchTaskMeta(ctx, t.ID, task.Meta{Extra: map[string]string{metaKey: fmt.Sprint(commentID)}}); err != nil {
-		log.Error("failure comment id not kept", "error", err)
+}
+
+// BreakerTripped is the comment where a repository's circuit breaker
+// tripped, queued in the same transaction as the trip.
+func BreakerTripped(b repository.Breaker, window time.Duration) repository.Comment {
+	return repository.Comment{
+		Repo: b.Repo, Issue: b.Issue, Kind: "breaker",
+		Key: fmt.Sprintf("%s@%d", b.Repo, b.OpenUntil.Unix()),
+		Body: fmt.Sprintf("**mozi**: agents posted %d comments on %s within %s, so mozi paused new agent runs on this repository "+
+			"until %s UTC (circuit breaker). Runs in progress finish; waiting tasks start after that, by themselves.",
+			b.Comments, b.Repo, window, b.OpenUntil.UTC().Format("2006-01-02 15:04")),
 	}
 }
 

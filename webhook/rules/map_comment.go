@@ -11,6 +11,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
@@ -47,7 +48,13 @@ func (e *eventCtx) countAgentComment(ctx context.Context, number int) error {
 	e.log.Warn("circuit breaker tripped: agents comment too much, new agent runs on the repository are paused",
 		"comments", b.Comments, "window", e.m.cfg.Breaker.Window.String(), "until", b.OpenUntil.UTC().Format(time.RFC3339))
 	e.m.cfg.Metrics.breakerTrips.Inc()
-	return nil
+	if !e.m.cfg.Comments {
+		return nil
+	}
+	// People see why the agents went quiet: one comment per trip, queued
+	// with the trip itself.
+	_, err = e.tx.QueueComment(ctx, notice.BreakerTripped(b, e.m.cfg.Breaker.Window))
+	return err
 }
 
 // onReport applies an [Action Report]: its fields are stored on the

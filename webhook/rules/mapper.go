@@ -47,6 +47,9 @@ type Config struct {
 	// Breaker trips a repository's circuit breaker on a storm of agent
 	// comments (Comments 0: never).
 	Breaker repository.BreakerPolicy
+	// Comments: mozi may comment on Gitea (it has one to post to): a
+	// tripped breaker queues its comment.
+	Comments bool
 	// DiscussionGrace is how long an unassigned top-level issue waits for
 	// an assignee before it is broadcast for discussion (default
 	// DefaultDiscussionGrace, 2m).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/gitea/realgitea"
 	"github.com/moziplus/mozi/repository/task"
 )
 
@@ -147,4 +149,77 @@ func TestE2EDatabaseOutageLongerThanTheLease(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(w.runsOf(a), "start "), "agent %s ran more than once", a.Login)
 	}
 	w.checkRuns()
+}
+
+// TestE2ECommentsPostedOnceThoughGiteaRefusedTheFirstTry: the comment on a
+// task that failed for good and the circuit breaker's comment appear once
+// each, though Gitea answered mozi's first try at each with a 500.
+func TestE2ECommentsPostedOnceThoughGiteaRefusedTheFirstTry(t *testing.T) {
+	t.Parallel()
+	g := realgitea.Shared(t)
+	proxy := newGiteaProxy(t, g.URL)
+	w := newWorld(t, worldOptions{gitea: g, giteaURL: proxy.URL(),
+		agents: []agentSpec{
+			{name: "flaky", role: "coder", env: map[string]string{"E2E_FAIL": "1"}},
+			{name: "chatty", role: "coder"},
+		},
+		tune: func(cfg map[string]any) {
+			section(cfg, "dispatcher")["max_retries"] = 0
+			section(cfg, "webhook")["circuit_breaker"] = map[string]any{"comments": 3, "window": "10m", "cooldown": "1m"}
+		}})
+	// Gitea answers 500 to mozi's first comment on each issue.
+	var mu sync.Mutex
+	refused := map[string]bool{}
+	proxy.setFault(func(r *http.Request) int {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/comments") ||
+			r.Header.Get("Authorization") != "token "+w.bot.Token {
+			return 0
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if refused[r.URL.Path] {
+			return 0
+		}
+		refused[r.URL.Path] = true
+		return http.StatusInternalServerError
+	})
+
+	failing := w.createIssue("Fix the flaky thing", "It fails.", w.login("flaky"))
+	stormy := w.createIssue("Talk a lot", "Agents chat here.")
+	chatty := w.agents["chatty"].User
+	for i := range 4 {
+		w.call(chatty, http.MethodPost, fmt.Sprintf("/repos/%s/issues/%d/comments", w.repo, stormy),
+			map[string]any{"body": fmt.Sprintf("Thinking out loud, part %d.", i+1)}, nil)
+	}
+
+	byMozi := func(issue int, text string) []comment {
+		var out []comment
+		for _, c := range w.commentsBy(issue, w.bot.Login) {
+			if strings.Contains(c.Body, text) {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	w.eventually("the failure comment", 2*time.Minute, func() (bool, string) {
+		return len(byMozi(failing, "failed after")) > 0, describe(w.tasks())
+	})
+	w.eventually("the circuit breaker's comment", 2*time.Minute, func() (bool, string) {
+		return len(byMozi(stormy, "circuit breaker")) > 0, fmt.Sprint(w.comments(stormy))
+	})
+	w.eventually("the outbox empty", time.Minute, func() (bool, string) {
+		st, err := w.store.OutboxStats(t.Context())
+		require.NoError(t, err)
+		return st.Waiting == 0, fmt.Sprintf("%+v", st)
+	})
+	assert.Len(t, byMozi(failing, "failed after"), 1)
+	assert.Len(t, byMozi(stormy, "circuit breaker"), 1)
+	assert.Len(t, w.commentsBy(failing, w.bot.Login), 1)
+	assert.Len(t, w.commentsBy(stormy, w.bot.Login), 1)
+	mu.Lock()
+	assert.Len(t, refused, 2, "Gitea refused a first try on both issues")
+	mu.Unlock()
+	failed := w.tasksWhere(isAction(task.ActionIssueAssigned, w.login("flaky")))
+	require.Len(t, failed, 1)
+	assert.Equal(t, task.StatusFailed, failed[0].Status)
 }

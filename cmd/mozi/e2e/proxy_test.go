@@ -22,7 +22,6 @@ type giteaProxy struct {
 	mu    sync.Mutex
 	down  bool
 	fault func(r *http.Request) int // a status to answer with (0: forward)
-	seen  map[string]int            // "METHOD path" → requests
 }
 
 func newGiteaProxy(t *testing.T, giteaURL string) *giteaProxy {
@@ -30,7 +29,7 @@ func newGiteaProxy(t *testing.T, giteaURL string) *giteaProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &giteaProxy{rp: httputil.NewSingleHostReverseProxy(target), seen: map[string]int{}}
+	p := &giteaProxy{rp: httputil.NewSingleHostReverseProxy(target)}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
@@ -52,17 +51,9 @@ func (p *giteaProxy) setFault(fault func(r *http.Request) int) {
 	p.mu.Unlock()
 }
 
-// count is how many requests "METHOD path" the proxy saw.
-func (p *giteaProxy) count(methodPath string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.seen[methodPath]
-}
-
 func (p *giteaProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	down, fault := p.down, p.fault
-	p.seen[r.Method+" "+r.URL.Path]++
 	p.mu.Unlock()
 	if down {
 		if hj, ok := w.(http.Hijacker); ok {

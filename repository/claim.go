@@ -240,7 +240,8 @@ func (s *Store) RescueExpired(ctx context.Context, silentFor time.Duration) ([]t
 		rows, err := tx.db.Query(ctx, `UPDATE task_state t SET status = 'pending', lease_owner = NULL,
 				lease_expires_at = NULL, not_before = now(), updated_at = now(),
 				last_error = 'rescued: its runner stopped renewing the lease'
-			WHERE t.status IN ('claimed', 'working') AND `+deadRunner+`
+			WHERE t.id IN (SELECT t.id FROM task_state t
+				WHERE t.status IN ('claimed', 'working') AND `+deadRunner+` `+lockInOrder+`)
 			RETURNING `+taskColumnsT, leaseTTL(silentFor))
 		if err != nil {
 			return fmt.Errorf("rescue expired leases: %w", err)
@@ -255,7 +256,9 @@ func (s *Store) RescueExpired(ctx context.Context, silentFor time.Duration) ([]t
 		var ended []int64
 		rows, err = tx.db.Query(ctx, `UPDATE task_state t SET lease_owner = NULL, lease_expires_at = NULL,
 				updated_at = now()
-			WHERE t.status IN ('done', 'failed', 'cancelled') AND t.lease_owner IS NOT NULL AND `+deadRunner+`
+			WHERE t.id IN (SELECT t.id FROM task_state t
+				WHERE t.status IN ('done', 'failed', 'cancelled') AND t.lease_owner IS NOT NULL AND `+deadRunner+`
+				`+lockInOrder+`)
 			RETURNING t.id`, leaseTTL(silentFor))
 		if err != nil {
 			return fmt.Errorf("drop dead runners' leases: %w", err)
@@ -285,7 +288,8 @@ func (s *Store) RescueExpired(ctx context.Context, silentFor time.Duration) ([]t
 // waited out is over) and returns how many.
 func (q *Queries) WakeHeld(ctx context.Context, reason task.HoldReason) (int, error) {
 	tag, err := q.db.Exec(ctx, `UPDATE task_state SET not_before = now(), updated_at = now()
-		WHERE status = 'pending' AND held_for = $1 AND not_before > now()`, string(reason))
+		WHERE id IN (SELECT id FROM task_state WHERE status = 'pending' AND held_for = $1 AND not_before > now()
+			`+lockInOrder+`)`, string(reason))
 	if err != nil {
 		return 0, fmt.Errorf("wake tasks held for %s: %w", reason, err)
 	}

@@ -162,7 +162,7 @@ func (q *Queries) OpenPullRequestsInReview(ctx context.Context, limit int) ([]ta
 func (q *Queries) FailOrphans(ctx context.Context, declared []string) ([]task.Task, error) {
 	rows, err := q.db.Query(ctx, `UPDATE task_state t SET status = 'failed', finished_at = now(),
 			updated_at = now(), last_error = 'agent ' || t.agent || ' is not declared in mozi''s configuration'
-		WHERE t.status = 'pending' AND NOT (t.agent = ANY($1))
+		WHERE t.id IN (SELECT id FROM task_state WHERE status = 'pending' AND NOT (agent = ANY($1)) `+lockInOrder+`)
 		RETURNING `+taskColumnsT, declared)
 	if err != nil {
 		return nil, fmt.Errorf("fail orphaned tasks: %w", err)

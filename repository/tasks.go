@@ -70,6 +70,14 @@ const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_typ
 	issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before, lease_owner,
 	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds, held_for, ended_by`
 
+// lockInOrder ends the subquery that picks the task rows a statement
+// changes several of: it locks them by id. Every writer of several tasks
+// takes them in that order (and transactions that move tasks one by one
+// go by LiveTasks, also ordered by id), so no two writers wait for each
+// other in a cycle (a deadlock, 40P01). Advisory locks come before: a
+// commit (LockCommit), then issues (LockIssue).
+const lockInOrder = `ORDER BY id FOR UPDATE`
+
 // CreateTask inserts a pending task. It returns ErrDuplicateTask when the
 // database refuses it as a second live task or a repeated dedupe key.
 func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) {

@@ -215,7 +215,9 @@ func (q *Queries) RefreshLiveTasks(ctx context.Context, repo string, number int,
 			issue_updated_at = COALESCE($8, issue_updated_at),
 			daemon_meta = daemon_meta || jsonb_build_object('title', $9::text, 'labels', to_jsonb($10::text[])),
 			updated_at = now()
-		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')`,
+		WHERE id IN (SELECT id FROM task_state
+			WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
+			`+lockInOrder+`)`,
 		repo, number, string(f.BusinessType), f.Priority, nullInt(f.ParentIssue), depends, f.Body,
 		nullTime(f.UpdatedAt), f.Title, labels)
 	if err != nil {
@@ -228,10 +230,12 @@ func (q *Queries) RefreshLiveTasks(ctx context.Context, repo string, number int,
 // Depends: lines, or Gitea's blocked-by) due now: its close may free them,
 // and they need not wait out their hold.
 func (q *Queries) WakeDependents(ctx context.Context, repo string, number int) error {
-	_, err := q.db.Exec(ctx, `UPDATE task_state d SET not_before = now(), updated_at = now()
-		WHERE d.status = 'pending' AND d.repo = $1 AND d.not_before > now()
-		  AND ($2 = ANY(d.depends_on) OR EXISTS (SELECT 1 FROM issues i
-		       WHERE i.repo = d.repo AND i.number = d.issue_number AND $2 = ANY(i.blocked_by)))`, repo, number)
+	_, err := q.db.Exec(ctx, `UPDATE task_state SET not_before = now(), updated_at = now()
+		WHERE id IN (SELECT d.id FROM task_state d
+			WHERE d.status = 'pending' AND d.repo = $1 AND d.not_before > now()
+			  AND ($2 = ANY(d.depends_on) OR EXISTS (SELECT 1 FROM issues i
+			       WHERE i.repo = d.repo AND i.number = d.issue_number AND $2 = ANY(i.blocked_by)))
+			`+lockInOrder+`)`, repo, number)
 	if err != nil {
 		return fmt.Errorf("wake tasks waiting for %s#%d: %w", repo, number, err)
 	}

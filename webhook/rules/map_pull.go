@@ -42,6 +42,8 @@ func (e *eventCtx) syncPullRequest(ctx context.Context) (task.PullRequest, bool,
 		for _, ref := range conventions.ClosingRefs(e.ev.Repo, pp.Title, pp.Body, pp.HeadRef) {
 			links = append(links, ref.String())
 		}
+		// One order for every transaction that locks several linked issues.
+		slices.Sort(links)
 		newLinks, _ = diff(known.LinkedIssues, links)
 		next.LinkedIssues = links
 	}
@@ -231,13 +233,15 @@ func (e *eventCtx) forLinkedTasks(ctx context.Context, pr task.PullRequest, fn f
 
 // assignedTasksOf returns the live issue_assigned tasks of an issue the pull
 // request links (owner/name#N; nothing when it does not parse), locking the
-// issue first when it is in another repository.
+// issue first: the issue's own deliveries and this one take its tasks in
+// turn. Links are taken in the order the pull request lists them, sorted
+// (linkedRefs), after the pull request itself.
 func (e *eventCtx) assignedTasksOf(ctx context.Context, pr task.PullRequest, link string) ([]task.Task, error) {
 	ref, ok := conventions.ParseIssueRef(link)
 	if !ok {
 		return nil, nil
 	}
-	if ref.Repo != pr.Repo {
+	if ref.Repo != pr.Repo || ref.Number != pr.Number {
 		if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/sandbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -237,4 +241,76 @@ func TestARunThatCouldNotStartGivesItsClaimBack(t *testing.T) {
 	assert.Equal(t, 1, got.Holds)
 	assert.Contains(t, got.LastError, "not started: dial unix")
 	assert.Zero(t, runner.runs.Load())
+}
+
+// capturing is an agent runner that keeps the command it was asked to run.
+type capturing struct {
+	mu   sync.Mutex
+	argv []string
+}
+
+func (c *capturing) Run(_ context.Context, cmd Command) Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.argv = cmd.Argv
+	return Result{ExitCode: 0, Outcome: OutcomeSucceeded, Duration: time.Millisecond}
+}
+
+func executable(t *testing.T, dir, name string) string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	return p
+}
+
+// The command checked is the one run: the first copy on the agent's PATH,
+// by its absolute path (inside the sandbox a bare name would be looked up
+// again). A command the sandbox hides fails its task at once, with one
+// clear line and no retry.
+func TestTheResolvedCommandIsRunAndAHiddenOneFailsAtOnce(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bwrap is not installed")
+		}
+		t.Skip("bwrap is not installed")
+	}
+	dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
+	first := executable(t, dirs[0], "fake-agent")
+	executable(t, dirs[1], "fake-agent")
+	tests := []struct {
+		name      string
+		sandboxed bool
+		wantRun   string
+		wantError string
+	}{
+		{name: "unsandboxed", wantRun: first},
+		{name: "sandboxed, in /tmp", sandboxed: true, wantError: "cannot be seen inside its sandbox (/tmp is hidden there)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			real := pgtest.Store(t)
+			tk := claimed(t, real)
+			runner := &capturing{}
+			stateDir := t.TempDir()
+			sb, err := sandbox.New("bwrap", filepath.Join(stateDir, "sandbox"))
+			require.NoError(t, err)
+			sp := New(Config{Owner: "r1", StateDir: stateDir, Sandbox: sb,
+				Getenv: func(k string) string { return map[string]string{"PATH": strings.Join(dirs, ":")}[k] },
+				Agents: map[string]Agent{"coder1": {Login: "coder1", Argv: []string{"fake-agent"}, Workdir: t.TempDir(),
+					Timeout: time.Minute, Sandboxed: tt.sandboxed}}}, real, runner, staticPrompt{})
+			sp.Handle(context.Background(), tk)
+			got, err := real.Task(context.Background(), tk.ID)
+			require.NoError(t, err)
+			if tt.wantError != "" {
+				assert.Equal(t, task.StatusFailed, got.Status)
+				assert.Contains(t, got.LastError, tt.wantError)
+				assert.Equal(t, 0, got.RetryCount, "no retry")
+				assert.Nil(t, runner.argv, "nothing ran")
+				return
+			}
+			require.NotEmpty(t, runner.argv)
+			assert.Equal(t, tt.wantRun, runner.argv[0])
+		})
+	}
 }

@@ -160,11 +160,15 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 		return
 	}
 	env := s.environment(agent, t)
-	if err := s.runnable(agent, env); err != nil {
+	path, err := s.runnable(agent, env)
+	if err != nil {
 		// A configuration error: no retry can help until an operator acts.
 		s.failNow(bg, log, t, err.Error())
 		return
 	}
+	// The command found is the one run: inside the sandbox a bare name
+	// would be looked up again, and could find another copy (or none).
+	agent.Argv = append([]string{path}, agent.Argv[1:]...)
 	in, err := s.prompts.Gather(ctx, t)
 	if err != nil {
 		// Gitea down, issue unreadable: the task waits, nothing is lost.
@@ -256,17 +260,22 @@ func (s *Spawner) prepareFailed(ctx context.Context, log *slog.Logger, t task.Ta
 }
 
 // runnable checks what only an operator can fix: the agent's command
-// exists, and so does the sandbox it needs.
-func (s *Spawner) runnable(a Agent, env []string) error {
+// exists, its sandbox too, and the command can be seen from inside it. It
+// returns the command's absolute path, the one to run.
+func (s *Spawner) runnable(a Agent, env []string) (string, error) {
 	if len(a.Argv) == 0 {
-		return fmt.Errorf("agent %s has no command", a.Login)
+		return "", fmt.Errorf("agent %s has no command", a.Login)
 	}
-	if _, err := lookPath(a.Argv[0], envValue(env, "PATH")); err != nil {
-		return fmt.Errorf("agent %s: %w", a.Login, err)
+	path, err := lookPath(a.Argv[0], envValue(env, "PATH"))
+	if err != nil {
+		return "", fmt.Errorf("agent %s: %w", a.Login, err)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", fmt.Errorf("agent %s: %w", a.Login, err)
 	}
 	if a.TokenFile != "" {
 		if _, err := os.ReadFile(a.TokenFile); err != nil {
-			return fmt.Errorf("agent %s: token file: %w", a.Login, err)
+			return "", fmt.Errorf("agent %s: token file: %w", a.Login, err)
 		}
 	}
 	if a.Sandboxed && s.cfg.Sandbox == nil {
@@ -274,12 +283,28 @@ func (s *Spawner) runnable(a Agent, env []string) error {
 		if why == nil {
 			why = sandbox.ErrUnavailable
 		}
-		return fmt.Errorf("agent %s runs sandboxed: %w", a.Login, why)
+		return "", fmt.Errorf("agent %s runs sandboxed: %w", a.Login, why)
+	}
+	if a.Sandboxed {
+		if by, hidden := s.sandboxSpec(a).Conceals(path); hidden {
+			return "", fmt.Errorf("agent %s: its command %s cannot be seen inside its sandbox (%s is hidden there): install it elsewhere, or set sandbox: none",
+				a.Login, path, by)
+		}
 	}
 	if a.Worktree && s.cfg.Workspaces == nil {
-		return fmt.Errorf("agent %s works in a worktree, but mozi has no repository to clone from (set gitea.url or workspace.remote)", a.Login)
+		return "", fmt.Errorf("agent %s works in a worktree, but mozi has no repository to clone from (set gitea.url or workspace.remote)", a.Login)
 	}
-	return nil
+	return path, nil
+}
+
+// sandboxSpec is the view every sandboxed run of agent a gets; a run adds
+// its worktree and run directory.
+func (s *Spawner) sandboxSpec(a Agent) sandbox.Spec {
+	spec := sandbox.Spec{Hide: append([]string{s.cfg.StateDir}, s.cfg.Hide...), RunAs: s.cfg.RunAs}
+	if a.Home != "" {
+		spec.Writable = append(spec.Writable, a.Home)
+	}
+	return spec
 }
 
 // prepared is what one run needs on disk.
@@ -413,11 +438,10 @@ func (s *Spawner) command(a Agent, t task.Task, r *prepared, prompt string, env 
 	if !a.Sandboxed {
 		return cmd, nil
 	}
-	spec := sandbox.Spec{Chdir: r.dir, Writable: []string{r.dir}, ReadOnly: []string{r.runDir},
-		Tmp: filepath.Join(r.runDir, "tmp"), Hide: append([]string{s.cfg.StateDir}, s.cfg.Hide...), RunAs: s.cfg.RunAs}
-	if a.Home != "" {
-		spec.Writable = append(spec.Writable, a.Home)
-	}
+	spec := s.sandboxSpec(a)
+	spec.Chdir, spec.Tmp = r.dir, filepath.Join(r.runDir, "tmp")
+	spec.Writable = append(spec.Writable, r.dir)
+	spec.ReadOnly = append(spec.ReadOnly, r.runDir)
 	if r.mirror != "" {
 		// Commits write the mirror's objects and refs; its configuration
 		// and hooks stay read-only, so nothing the agent writes there runs

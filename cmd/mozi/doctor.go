@@ -413,9 +413,17 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 		d.report(verdictWarn, subject, "runs sandboxed: its tasks fail until the sandbox above works", "")
 		return
 	}
+	spec := agentSandboxSpec(cfg, a, stateDir, runAs)
+	if a.Sandbox == config.SandboxBwrap {
+		if by, hidden := spec.Conceals(path); hidden {
+			d.report(bad, subject, fmt.Sprintf("its command %s cannot be seen inside its sandbox (%s is hidden there)", path, by),
+				"install the CLI elsewhere (not in /tmp, /run, mozi's data directory or home), or set sandbox: none; its tasks fail at once until then")
+			return
+		}
+	}
 	version := "version not asked"
 	if a.Preset != "" && a.Preset != "shell" {
-		if version, err = cliVersion(ctx, path, a, sb, runAs); err != nil {
+		if version, err = cliVersion(ctx, path, a, sb, spec, runAs); err != nil {
 			d.report(bad, subject, fmt.Sprintf("%s --version: %v", path, err),
 				"the CLI must run as the agents' user"+map[bool]string{true: ", inside the sandbox", false: ""}[sb != nil && a.Sandbox == config.SandboxBwrap])
 			return
@@ -437,6 +445,15 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 	d.report(verdictOK, subject, fmt.Sprintf("%s (%s), %s, sandboxed%s", path, version, where, state), "")
 }
 
+// agentSandboxSpec is the view a sandboxed run of agent a gets, but for
+// its worktree: mozi's data directory, configuration, secrets, home and
+// the other agents' files hidden, its own home bound.
+func agentSandboxSpec(cfg *config.Config, a config.Agent, stateDir string, runAs *syscall.Credential) sandbox.Spec {
+	home, _ := agentDirs(a, stateDir)
+	return sandbox.Spec{Hide: append([]string{stateDir}, hiddenPaths(cfg, os.Getenv("PATH"), slog.New(slog.DiscardHandler))...),
+		Writable: []string{home}, RunAs: runAs}
+}
+
 var versionRE = regexp.MustCompile(`\d+\.\d+`)
 
 // versionLine is the line of a --version output that holds the version
@@ -453,7 +470,7 @@ func versionLine(out string) string {
 
 // cliVersion runs the agent's CLI with --version the way mozi would run
 // the agent (its user, its sandbox) and returns the first line it prints.
-func cliVersion(ctx context.Context, path string, a config.Agent, sb *sandbox.Sandbox, runAs *syscall.Credential) (string, error) {
+func cliVersion(ctx context.Context, path string, a config.Agent, sb *sandbox.Sandbox, spec sandbox.Spec, runAs *syscall.Credential) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	argv := []string{path, "--version"}
@@ -468,7 +485,9 @@ func cliVersion(ctx context.Context, path string, a config.Agent, sb *sandbox.Sa
 		}
 	}
 	if sb != nil && a.Sandbox == config.SandboxBwrap {
-		if argv, err = sb.Command(sandbox.Spec{Chdir: home, Writable: []string{home}}, sandbox.Limits{}, argv); err != nil {
+		// A home of its own for the check (the agent's may not exist yet).
+		spec.Chdir, spec.Writable = home, []string{home}
+		if argv, err = sb.Command(spec, sandbox.Limits{}, argv); err != nil {
 			return "", err
 		}
 	}

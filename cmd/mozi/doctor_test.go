@@ -195,6 +195,10 @@ func TestDoctorReportsEachFailureInOneLine(t *testing.T) {
 		{"bubblewrap missing", func(t *testing.T, s *doctorSetup) {
 			s.extra = "sandbox: {bwrap: /nonexistent/bwrap}"
 		}, "sandbox                sandbox unavailable: bubblewrap (/nonexistent/bwrap) not found"},
+		{"agent command hidden by its sandbox", func(t *testing.T, s *doctorSetup) {
+			s.command = filepath.Join(t.TempDir(), "my-agent")
+			require.NoError(t, os.WriteFile(s.command, []byte("#!/bin/sh\n"), 0o755))
+		}, "cannot be seen inside its sandbox (/tmp is hidden there)"},
 		{"agent's preset CLI missing", func(t *testing.T, s *doctorSetup) {
 			s.command, s.agent = "", ", preset: goose"
 		}, `agent coder1           command "goose" not found`},

@@ -190,6 +190,49 @@ func (s *Sandbox) Command(spec Spec, limits Limits, argv []string) ([]string, er
 	return append(out, argv...), nil
 }
 
+// Conceals says whether path is out of sight inside a sandbox of this
+// spec, and which mount hides it: the private /tmp, the hidden system
+// directories (/run…), or one of Hide, unless a bind brings it back (the
+// agent's home, its worktree). Symbolic links are followed: the target
+// must be visible too.
+func (spec Spec) Conceals(path string) (by string, hidden bool) {
+	paths := []string{filepath.Clean(path)}
+	if target, err := filepath.EvalSymlinks(path); err == nil && target != paths[0] {
+		paths = append(paths, target)
+	}
+	for _, p := range paths {
+		if by, hidden := spec.conceals(p); hidden {
+			return by, true
+		}
+	}
+	return "", false
+}
+
+func (spec Spec) conceals(p string) (string, bool) {
+	for _, bind := range append(slices.Clone(spec.Writable), spec.ReadOnly...) {
+		if within(p, bind) {
+			return "", false
+		}
+	}
+	for _, dir := range append([]string{"/tmp"}, systemHide...) {
+		if within(p, dir) {
+			return dir, true
+		}
+	}
+	for _, h := range spec.Hide {
+		if within(p, h) {
+			return h, true
+		}
+	}
+	return "", false
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // reachable reports whether user can traverse every directory above p.
 func reachable(p string, user *syscall.Credential) bool {
 	if user == nil || user.Uid == 0 {

@@ -463,7 +463,8 @@ func (d *Dispatcher) openDependency(ctx context.Context, t task.Task) (int, erro
 	}
 	deps := slices.Clone(t.DependsOn)
 	blocked, err := d.issues.BlockedBy(ctx, t.Repo, t.IssueNumber)
-	if err != nil {
+	if err != nil && !errors.Is(err, task.ErrNotFound) {
+		// (Gitea has no such issue: nothing blocks it; its run finds out.)
 		return 0, err
 	}
 	deps = append(deps, blocked...)

@@ -96,6 +96,9 @@ type Config struct {
 	// secret files, its home, other agents' homes and directories (the
 	// state directory is always hidden).
 	Hide []string
+	// RunScope marks this mozi's runs (RunScope(StateDir) when empty):
+	// the next start ends what a killed one left (EndLeftoverRuns).
+	RunScope string
 	// Done ends mozi's process: a run's outcome not recorded by then is
 	// kept on disk for the next start. Nothing else stops the recording,
 	// however long the database is away (nil: nothing).
@@ -140,6 +143,9 @@ func New(cfg Config, store Store, runner Runner, prompter Prompter) *Spawner {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.RunScope == "" {
+		cfg.RunScope = RunScope(cfg.StateDir)
 	}
 	return &Spawner{cfg: cfg, store: store, runner: runner, prompts: prompter, recording: map[string]bool{}}
 }
@@ -480,6 +486,7 @@ func (s *Spawner) environment(a Agent, t task.Task) []string {
 	set("GIT_COMMITTER_EMAIL", a.Login+"@"+emailDomain(s.cfg.GiteaURL))
 	set("GITEA_USER", a.Login)
 	set("GIT_TERMINAL_PROMPT", "0")
+	env = setEnv(env, RunEnv, runMark(s.cfg.RunScope, t.ID, t.DispatchCount))
 	return env
 }
 

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner"
 )
 
 // writeConfig writes a serve configuration with one agent run by this test
@@ -231,4 +234,88 @@ func agentPID(t *testing.T, journal, id string) int {
 	}
 	t.Fatalf("task %s never started", id)
 	return 0
+}
+
+// marked lists the live processes that carry this mozi's run mark of
+// task id (any attempt).
+func marked(scope string, id int64) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	mark := []byte(fmt.Sprintf("%s=%s:%d-", spawner.RunEnv, scope, id))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(environ, mark) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			continue // a zombie: dead, waiting to be reaped
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// mozi is SIGKILLed again and again as it starts sandboxed agents, at
+// moments spread over the sandbox's start: no process of a run of an
+// earlier life survives the next start.
+func TestKilledDuringSandboxStartsLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs mozi processes")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") == "true" || os.Getenv("MOZI_REQUIRE_SANDBOX") != "" {
+			t.Fatal("bwrap is not installed")
+		}
+		t.Skip("bwrap is not installed")
+	}
+	state := stateDir(t)
+	dir := filepath.Dir(state)
+	gitea := giteatest.New()
+	t.Cleanup(gitea.Close)
+	dbURL := pgtest.URL(t)
+	cfg := filepath.Join(dir, "mozi.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`listen: 127.0.0.1:0
+database: {url: "%s"}
+gitea: {url: "%s", token: %s}
+webhook: {secrets: [%s], discussion_grace: 100000h}
+dispatcher: {lease_ttl: 3s, poll_interval: 100ms}
+ticker: {sweep_every: 250ms, leader_ttl: 3s}
+agents:
+  - {login: sandy, command: ["/bin/sh", "-c", "sleep 600"], workspace: none, workdir: "%s/work"}
+`, dbURL, gitea.URL, giteatest.Token, testSecret, dir)), 0o600))
+	store, err := repository.Open(context.Background(), dbURL, repository.Options{})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
+	envs := []string{"MOZI_CONFIG=" + cfg, "MOZI_DATABASE_URL="}
+	scope := spawner.RunScope(state)
+
+	var earlier []int64
+	for i := range 20 {
+		p := startServe(t, state, envs...)
+		// This start ended what the previous life left.
+		for _, id := range earlier {
+			waitFor(t, fmt.Sprintf("round %d: no process of task %d", i, id), 10*time.Second,
+				func() bool { return len(marked(scope, id)) == 0 })
+		}
+		tk, err := store.CreateTask(context.Background(), repository.NewTask{Repo: "acme/widget", IssueNumber: 100 + i,
+			ActionType: task.ActionIssueClosed, Agent: "sandy", Priority: 2})
+		require.NoError(t, err)
+		earlier = append(earlier, tk.ID)
+		waitFor(t, "the sandbox to start", 30*time.Second, func() bool { return len(marked(scope, tk.ID)) > 0 })
+		time.Sleep(time.Duration(i%5) * 3 * time.Millisecond) // 0–12 ms into the sandbox's start
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		_ = p.waitExit(t, 10*time.Second)
+	}
+	startServe(t, state, envs...)
+	for _, id := range earlier {
+		waitFor(t, fmt.Sprintf("no process of task %d", id), 10*time.Second, func() bool { return len(marked(scope, id)) == 0 })
+	}
 }

@@ -43,6 +43,7 @@ type engine struct {
 	ticker     *ticker.Ticker
 	poster     *notice.Poster // nil without gitea.url
 	owner      string
+	stateDir   string
 	// dbUpSince is when this process last began to reach the database
 	// without interruption (unix nanoseconds; 0 while it cannot).
 	dbUpSince atomic.Int64
@@ -63,7 +64,7 @@ func runnerID() string {
 
 func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, stateDir string,
 	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func()) (*engine, error) {
-	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID()}
+	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID(), stateDir: stateDir}
 	en.runCtx, en.killRuns = context.WithCancel(context.Background())
 	if cfg.Gitea.URL != "" {
 		g, err := newGiteaClient(cfg, logger, reg, en.giteaRecovered)
@@ -168,6 +169,13 @@ func (en *engine) checkGiteaToken(ctx context.Context) {
 }
 
 func (en *engine) start() (stop func()) {
+	// A mozi killed outright may have left a sandbox behind: end it before
+	// this life runs anything.
+	if ended, err := spawner.EndLeftoverRuns(spawner.RunScope(en.stateDir)); err != nil {
+		en.logger.Warn("could not look for runs a killed mozi left behind", "error", err)
+	} else if len(ended) > 0 {
+		en.logger.Warn("ended processes of runs a killed mozi left behind", "pids", ended)
+	}
 	claimCtx, stopClaims := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	beatCtx, stopBeat := context.WithCancel(context.Background())

@@ -33,15 +33,11 @@ func (q *Queries) insertAttempt(ctx context.Context, t task.Task, runner, logPat
 
 // FinishAttempt records how an attempt ended.
 func (q *Queries) FinishAttempt(ctx context.Context, a task.Attempt) error {
-	var cost *float64
-	if a.CostUSD > 0 {
-		cost = &a.CostUSD
-	}
 	_, err := q.db.Exec(ctx, `UPDATE task_attempts SET finished_at = now(), exit_code = $2, outcome = $3,
 			error = $4, output_tail = $5, duration_ms = $6, tokens_in = NULLIF($7, 0),
 			tokens_out = NULLIF($8, 0), cost_usd = $9
 		WHERE id = $1`,
-		a.ID, a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration.Milliseconds(), a.TokensIn, a.TokensOut, cost)
+		a.ID, a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration.Milliseconds(), a.TokensIn, a.TokensOut, a.CostUSD)
 	if err != nil {
 		return fmt.Errorf("finish attempt %d of task %d: %w", a.Attempt, a.TaskID, err)
 	}
@@ -52,7 +48,7 @@ func (q *Queries) FinishAttempt(ctx context.Context, a task.Attempt) error {
 func (q *Queries) Attempts(ctx context.Context, taskID int64) ([]task.Attempt, error) {
 	rows, err := q.db.Query(ctx, `SELECT id, task_id, attempt, agent, runner, repo, issue_number,
 			started_at, finished_at, exit_code, outcome, error, output_tail, log_path,
-			COALESCE(duration_ms, 0), COALESCE(tokens_in, 0), COALESCE(tokens_out, 0), COALESCE(cost_usd, 0)::float8
+			COALESCE(duration_ms, 0), COALESCE(tokens_in, 0), COALESCE(tokens_out, 0), cost_usd::float8
 		FROM task_attempts WHERE task_id = $1 ORDER BY attempt, id`, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of task %d: %w", taskID, err)

@@ -277,7 +277,8 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	require.NoError(t, err)
 	code := 1
 	a.ExitCode, a.Outcome, a.Error, a.OutputTail, a.Duration = &code, task.AttemptFailed, "exit status 1", "boom", 1500*time.Millisecond
-	a.TokensIn, a.TokensOut, a.CostUSD = 100, 20, 0.42
+	cost := 0.42
+	a.TokensIn, a.TokensOut, a.CostUSD = 100, 20, &cost
 	require.NoError(t, store.FinishAttempt(ctx, a))
 	perIssue, perAgent, err := store.SpawnCounts(ctx, "acme/widget", 1, "coder1", time.Now().Add(-time.Hour))
 	require.NoError(t, err)
@@ -290,7 +291,15 @@ func TestSpawnCountsAndAttempts(t *testing.T) {
 	assert.Equal(t, 1, *got.ExitCode)
 	assert.Equal(t, "boom", got.OutputTail)
 	assert.Equal(t, 1500*time.Millisecond, got.Duration)
-	assert.InDelta(t, 0.42, got.CostUSD, 1e-9)
+	require.NotNil(t, got.CostUSD)
+	assert.InDelta(t, 0.42, *got.CostUSD, 1e-9)
+
+	// An agent that reports no cost (codex): unknown, not $0.
+	a.CostUSD = nil
+	require.NoError(t, store.FinishAttempt(ctx, a))
+	attempts, err = store.Attempts(ctx, tk.ID)
+	require.NoError(t, err)
+	assert.Nil(t, attempts[0].CostUSD)
 }
 
 // TestWakeHeldWakesOnlyTasksHeldForThatReason: the end of a Gitea outage

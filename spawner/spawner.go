@@ -544,7 +544,11 @@ func lookPath(name, path string) (string, error) {
 // record).
 func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, attempt task.Attempt, r Result) {
 	attempt.Outcome, attempt.Error, attempt.OutputTail = r.Outcome, r.Err, r.Tail
-	attempt.Duration, attempt.TokensIn, attempt.TokensOut, attempt.CostUSD = r.Duration, r.TokensIn, r.TokensOut, r.CostUSD
+	attempt.Duration, attempt.TokensIn, attempt.TokensOut = r.Duration, r.TokensIn, r.TokensOut
+	if r.CostUSD > 0 {
+		cost := r.CostUSD
+		attempt.CostUSD = &cost
+	}
 	if r.ExitCode >= 0 {
 		code := r.ExitCode
 		attempt.ExitCode = &code

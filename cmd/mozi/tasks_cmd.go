@@ -270,8 +270,12 @@ func showTask(ctx context.Context, e *env, store *repository.Store, id int64, as
 		if a.Error != "" {
 			fmt.Fprintf(w, "     error: %s\n", a.Error)
 		}
-		if a.TokensIn+a.TokensOut > 0 || a.CostUSD > 0 {
-			fmt.Fprintf(w, "     usage: %d tokens in, %d out, $%.4f\n", a.TokensIn, a.TokensOut, a.CostUSD)
+		if a.TokensIn+a.TokensOut > 0 || a.CostUSD != nil {
+			cost := "–" // the agent reported none
+			if a.CostUSD != nil {
+				cost = fmt.Sprintf("$%.4f", *a.CostUSD)
+			}
+			fmt.Fprintf(w, "     usage: %d tokens in, %d out, %s\n", a.TokensIn, a.TokensOut, cost)
 		}
 		if a.LogPath != "" {
 			fmt.Fprintf(w, "     log:   %s\n", a.LogPath)

@@ -34,5 +34,5 @@ type Attempt struct {
 	Duration   time.Duration
 	TokensIn   int64
 	TokensOut  int64
-	CostUSD    float64
+	CostUSD    *float64 // nil: the agent reported no cost (codex reports none)
 }

@@ -25,8 +25,12 @@ type attachMode int
 const (
 	// ownCluster is for mozi serve: the state directory must be free.
 	ownCluster attachMode = iota
-	// shareCluster is for short commands: use the running cluster if any.
+	// shareCluster is for short commands that may set a database up
+	// (migrate, doctor): use the running cluster if any, else start it.
 	shareCluster
+	// attachOnly is for commands that look at what mozi serve does (tasks,
+	// deliveries, prompt render): they never create or start a database.
+	attachOnly
 )
 
 // openDatabase connects to the configured database, or starts (or, for
@@ -39,12 +43,18 @@ func openDatabase(ctx context.Context, e *env, cfg *config.Config, dataDirFlag s
 		if err != nil {
 			return nil, err
 		}
-		db.cluster, err = embedded.Start(ctx, embedded.Options{StateDir: stateDir, Logger: logger})
-		if errors.Is(err, embedded.ErrInUse) && mode == shareCluster {
-			db.cluster, err = embedded.Attach(stateDir)
-		}
-		if err != nil {
-			return nil, err
+		if mode == attachOnly {
+			if db.cluster, err = embedded.Attach(stateDir); err != nil {
+				return nil, fmt.Errorf("no running mozi database in %s (looked there for the embedded one; this command does not start it): start mozi serve with this data dir, or pass --data-dir or set database.url", stateDir)
+			}
+		} else {
+			db.cluster, err = embedded.Start(ctx, embedded.Options{StateDir: stateDir, Logger: logger})
+			if errors.Is(err, embedded.ErrInUse) && mode == shareCluster {
+				db.cluster, err = embedded.Attach(stateDir)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		url = db.cluster.URL()
 	}

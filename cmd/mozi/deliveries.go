@@ -12,14 +12,15 @@ import (
 	"github.com/moziplus/mozi/repository"
 )
 
-// openForCLI loads the configuration and opens the database the way short
-// commands do: attached to a running mozi's embedded cluster if there is one.
+// openForCLI loads the configuration and opens the database the way the
+// commands that look at mozi's work do: the configured server, or the
+// embedded cluster a running mozi serve owns — never a new one.
 func openForCLI(ctx context.Context, e *env, configPath, dataDir string) (*config.Config, *database, error) {
 	cfg, err := config.Load(configPath, e.getenv)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openDatabase(ctx, e, cfg, dataDir, newCLILogger(cfg.Log, e.stderr), shareCluster)
+	db, err := openDatabase(ctx, e, cfg, dataDir, newCLILogger(cfg.Log, e.stderr), attachOnly)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -82,7 +82,7 @@ func runPrompt(ctx context.Context, e *env, args []string) error {
 func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.Set, dataDir, repo string, issue int,
 	action task.ActionType, agent string) (*prompts.Input, error) {
 	logger := newCLILogger(cfg.Log, e.stderr)
-	db, err := openDatabase(ctx, e, cfg, dataDir, logger, shareCluster)
+	db, err := openDatabase(ctx, e, cfg, dataDir, logger, attachOnly)
 	if err != nil {
 		return nil, err
 	}

@@ -603,3 +603,21 @@ func TestServeSaysWhenGiteaRefusesItsToken(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.waitExit(t, 30*time.Second))
 }
+
+// The commands that look at mozi's work never create or start a database:
+// without a running mozi they say where they looked, and leave the data
+// directory as it was.
+func TestLookingCommandsNeverStartADatabase(t *testing.T) {
+	for _, args := range [][]string{{"tasks"}, {"task", "show", "1"}, {"deliveries"}, {"deliveries", "requeue", "x"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), append(args, "--data-dir", dir),
+				func(k string) string { return map[string]string{"MOZI_CONFIG": ""}[k] }, &out, &errOut)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "no running mozi database in "+dir)
+			_, statErr := os.Stat(filepath.Join(dir, "postgres"))
+			assert.True(t, os.IsNotExist(statErr), "no cluster was created in %s", dir)
+		})
+	}
+}

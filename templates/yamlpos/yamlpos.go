@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"sort"
 	"strings"
 	"time"
@@ -53,7 +54,7 @@ func Decode(source string, data []byte, out any) (Positions, error) {
 	pos := Positions{}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return pos, errors.New(SyntaxError(source, err))
+		return pos, errors.New(syntaxError(source, data, err))
 	}
 	if len(doc.Content) == 0 {
 		return pos, nil // an empty document leaves out as it is
@@ -73,6 +74,37 @@ func Decode(source string, data []byte, out any) (Positions, error) {
 
 // yamlLineRE reads "yaml: line 3: mapping values are not allowed".
 var yamlLineRE = regexp.MustCompile(`^yaml: (?:unmarshal errors:\s*)?line (\d+): (.*)$`)
+
+// syntaxError is SyntaxError with the line where the document stops
+// parsing: yaml.v3 names the line where the enclosing mapping or sequence
+// began (an unclosed "[" on line 3 of an agent's entry is reported on the
+// entry's first line, a tab on the line before it). The first prefix of
+// the document, by whole lines, that fails with the same complaint ends
+// at the faulty line.
+func syntaxError(source string, data []byte, err error) string {
+	msg := SyntaxError(source, err)
+	m := yamlLineRE.FindStringSubmatch(strings.SplitN(strings.TrimSpace(err.Error()), "\n", 2)[0])
+	if m == nil {
+		return msg
+	}
+	reported, _ := strconv.Atoi(m[1])
+	lines := strings.SplitAfter(string(data), "\n")
+	for n := reported; n <= len(lines); n++ {
+		var doc yaml.Node
+		perr := yaml.Unmarshal([]byte(strings.Join(lines[:n], "")), &doc)
+		if perr == nil {
+			continue
+		}
+		pm := yamlLineRE.FindStringSubmatch(strings.SplitN(strings.TrimSpace(perr.Error()), "\n", 2)[0])
+		if pm != nil && pm[2] == m[2] {
+			if n != reported {
+				return fmt.Sprintf("%s:%d: %s", source, n, m[2])
+			}
+			return msg
+		}
+	}
+	return msg
+}
 
 // SyntaxError turns yaml.v3's "yaml: line 3: …" into "source:3: …".
 func SyntaxError(source string, err error) string {

@@ -533,6 +533,7 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 	remoteRef := "refs/remotes/origin/" + req.Branch
 	exists := func(ref string) bool { return m.exists(ctx, mirror, ref) }
 	add := []string{"worktree", "add", "-q", "--no-checkout"}
+	onOrigin := false
 	switch req.Mode {
 	case Detached:
 		ref, err := m.detachedTarget(ctx, mirror, req.Ref, defaultBranch)
@@ -545,10 +546,12 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 			return fmt.Errorf("%w: %s has no branch %s", ErrBranchGone, m.repoOf(mirror), req.Branch)
 		}
 		add = append(add, "--no-track", "-B", req.Branch, dir, remoteRef)
+		onOrigin = true
 	default:
 		switch {
 		case exists(remoteRef): // pushed by an earlier run: continue it
 			add = append(add, "--no-track", "-B", req.Branch, dir, remoteRef)
+			onOrigin = true
 		case exists("refs/heads/" + req.Branch): // committed, never pushed
 			add = append(add, dir, req.Branch)
 		default:
@@ -558,9 +561,11 @@ func (m *Manager) addWorktree(ctx context.Context, req Request, mirror, dir, def
 	if _, err := m.git.run(ctx, m.inMirror(mirror, add...)); err != nil {
 		return classifyLocal(fmt.Errorf("add worktree %s: %w", dir, err))
 	}
-	if req.Branch != "" {
+	if req.Branch != "" && onOrigin {
 		// `git push` and `git pull` work without -u (the agent cannot
-		// write the mirror's configuration).
+		// write the mirror's configuration). A branch origin does not have
+		// yet gets no upstream (git status would call it gone): the
+		// mirror's push.default=current pushes it all the same.
 		for _, kv := range [][2]string{{"remote", "origin"}, {"merge", "refs/heads/" + req.Branch}} {
 			if _, err := m.git.run(ctx, m.inMirror(mirror, "config", "branch."+req.Branch+"."+kv[0], kv[1])); err != nil {
 				return fmt.Errorf("set upstream of %s: %w", req.Branch, err)

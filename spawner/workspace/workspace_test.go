@@ -137,8 +137,19 @@ func TestPrepareChecksOutTheRightBranch(t *testing.T) {
 	}
 	fresh := f.mgr.TreePath("acme/widget", 1)
 	assert.Equal(t, mainHead, workspacetest.Git(t, fresh, "rev-parse", "HEAD"), "a new branch starts at origin's main")
-	assert.Equal(t, "origin refs/heads/fix/3-crash", workspacetest.Git(t, fresh, "config", "branch.fix/3-crash.remote")+" "+
-		workspacetest.Git(t, fresh, "config", "branch.fix/3-crash.merge"), "git push and git pull work without -u")
+	pushed := f.mgr.TreePath("acme/widget", 2)
+	assert.Equal(t, "origin refs/heads/fix/5-pushed", workspacetest.Git(t, pushed, "config", "branch.fix/5-pushed.remote")+" "+
+		workspacetest.Git(t, pushed, "config", "branch.fix/5-pushed.merge"), "git push and git pull work without -u")
+	// A branch origin does not have yet has no upstream (git status would
+	// call it gone), and plain git push creates it there.
+	assert.NotContains(t, workspacetest.Git(t, fresh, "status"), "upstream is gone")
+	require.NoError(t, os.WriteFile(filepath.Join(fresh, "new.txt"), []byte("new\n"), 0o644))
+	workspacetest.Git(t, fresh, "add", "new.txt")
+	workspacetest.Git(t, fresh, "commit", "-q", "-m", "new")
+	out, err := agentGit(t, fresh, agentToken, "push", "-q")
+	require.NoError(t, err, out)
+	assert.Equal(t, workspacetest.Git(t, fresh, "rev-parse", "HEAD"),
+		workspacetest.Git(t, f.work, "ls-remote", "origin", "refs/heads/fix/3-crash")[:40])
 }
 
 func TestPrepareRefusesWhatCannotWork(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"strconv"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 

@@ -39,6 +39,7 @@ import (
 //	E2E_SLEEP         a run first sleeps this long (a Go duration)
 //	E2E_SLEEP_ON      … only runs of these actions (comma-separated; default all)
 //	E2E_LINGER        a run that did its work stays this long before it exits
+//	E2E_WAIT_FILE     a run first waits until this file exists in its home
 //	E2E_FAIL          a run exits 1 without doing anything
 const agentRoleEnv = "E2E_AGENT_ROLE"
 
@@ -75,6 +76,15 @@ func agentMain() int {
 	}()
 	fmt.Printf("e2e agent %s (%s): task %d, %s on %s#%d (pr %d), attempt %d\n", a.login, a.role, a.task, a.action,
 		a.repo, a.issue, a.pr, a.attempt)
+	if f := os.Getenv("E2E_WAIT_FILE"); f != "" {
+		fmt.Printf("e2e agent: waiting for %s\n", f)
+		for {
+			if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), f)); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if d, err := time.ParseDuration(os.Getenv("E2E_SLEEP")); err == nil {
 		if on := os.Getenv("E2E_SLEEP_ON"); on == "" || slices.Contains(strings.Split(on, ","), a.action) {
 			fmt.Printf("e2e agent: sleeping %s\n", d)

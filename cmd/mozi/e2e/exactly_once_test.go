@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +94,7 @@ func TestE2EDatabaseOutageLongerThanTheLease(t *testing.T) {
 	t.Parallel()
 	agents := []agentSpec{}
 	for _, name := range []string{"a1", "a2", "a3"} {
-		agents = append(agents, agentSpec{name: name, role: "idle", env: map[string]string{"E2E_SLEEP": "3s"}})
+		agents = append(agents, agentSpec{name: name, role: "idle", env: map[string]string{"E2E_WAIT_FILE": "go"}})
 	}
 	w := newWorld(t, worldOptions{ownDatabase: true, agents: agents,
 		tune: func(cfg map[string]any) { section(cfg, "dispatcher")["lease_ttl"] = "10s" }})
@@ -118,7 +120,10 @@ func TestE2EDatabaseOutageLongerThanTheLease(t *testing.T) {
 		require.True(t, res.Applied)
 	}
 	w.stopDatabase()
-	time.Sleep(15 * time.Second) // the outage: the runs end in it, the 10 s lease expires
+	for _, a := range w.agents {
+		require.NoError(t, os.WriteFile(filepath.Join(a.home, "go"), nil, 0o644)) // the runs end now
+	}
+	time.Sleep(15 * time.Second) // the outage goes on: the 10 s lease expires
 	w.startDatabase()
 
 	w.eventually("every run recorded", 3*time.Minute, func() (bool, string) {

@@ -485,6 +485,16 @@ func (w *world) waitTask(what string, timeout time.Duration, status task.Status,
 	return found
 }
 
+// waitRunsRecorded waits until no run holds a task: every run started has
+// ended and been recorded.
+func (w *world) waitRunsRecorded() {
+	w.t.Helper()
+	w.eventually("every run recorded", 3*time.Minute, func() (bool, string) {
+		busy := w.tasksWhere(func(t task.Task) bool { return t.LeaseOwner != "" })
+		return len(busy) == 0, describe(busy)
+	})
+}
+
 func isAction(action task.ActionType, agent string) func(task.Task) bool {
 	return func(t task.Task) bool { return t.ActionType == action && (agent == "" || t.Agent == agent) }
 }

@@ -45,7 +45,9 @@ type Client struct {
 	HTTP *http.Client
 }
 
-var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
+// defaultHTTP waits long: a Gitea shared by parallel tests on a small
+// machine may take most of a minute to merge.
+var defaultHTTP = &http.Client{Timeout: 2 * time.Minute}
 
 // Call sends a JSON API request (path below /api/v1) and decodes the
 // answer into out (nil: discarded).

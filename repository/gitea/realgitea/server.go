@@ -154,7 +154,9 @@ func (s *Server) writeConfig(extra map[string][]string) error {
 			"ENABLE_NOTIFY_MAIL = false", "DEFAULT_KEEP_EMAIL_PRIVATE = true"}},
 		{"mailer", []string{"ENABLED = false"}},
 		{"webhook", []string{"ALLOWED_HOST_LIST = loopback", "DELIVER_TIMEOUT = 10", "SKIP_TLS_VERIFY = true"}},
-		{"queue", []string{"TYPE = channel"}},
+		// Gitea's default is one worker per two CPUs: on a small machine
+		// every test's deliveries would queue behind one another.
+		{"queue", []string{"TYPE = channel", "MAX_WORKERS = 8"}},
 		{"indexer", []string{"ISSUE_INDEXER_TYPE = db", "REPO_INDEXER_ENABLED = false"}},
 		{"session", []string{"PROVIDER = memory"}},
 		{"cache", []string{"ADAPTER = memory"}},

@@ -134,7 +134,8 @@ func TestClaimsOnlyForIdleWorkers(t *testing.T) {
 	receive(t, h.got)
 	for range 5 { // wake-ups while both workers are busy claim nothing
 		d.Wake()
-		time.Sleep(20 * time.Millisecond)
+		require.Eventually(t, func() bool { return len(d.wake) == 0 }, 10*time.Second, time.Millisecond,
+			"the claim loop took the wake-up")
 	}
 	pending, err := store.ListTasks(ctx, repository.TaskFilter{Status: task.StatusPending})
 	require.NoError(t, err)

@@ -277,7 +277,13 @@ func TestEndToEnd(t *testing.T) {
 		comment := w.gitea.Comments("acme/widget", 50)[0]
 		assert.Contains(t, comment, "failed after 2 runs: exited with status 1")
 		assert.NotContains(t, comment, "token-", "no secret in the comment")
-		time.Sleep(300 * time.Millisecond) // its webhook came back: mozi's own comment makes no work
+		// Its webhook came back (the fake Gitea sends it): once it is
+		// processed, mozi's own comment made no work.
+		w.eventually("the comment's webhook processed", 10*time.Second, func() bool {
+			st, err := w.store.InboxStats(context.Background())
+			require.NoError(t, err)
+			return st.Waiting == 0
+		})
 		tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{IssueNumber: 50})
 		require.NoError(t, err)
 		assert.Len(t, tasks, 1)
@@ -314,13 +320,18 @@ func TestEndToEnd(t *testing.T) {
 		w.t = t
 		w.replay("002", "004", "005", "037", "038") // parent #1, subs #2 and #5
 		w.replay("033")                             // #2 closed
-		time.Sleep(500 * time.Millisecond)          // a sweep or two: #5 is still open
+		w.eventually("#2's close processed", 10*time.Second, func() bool {
+			st, err := w.store.InboxStats(context.Background())
+			require.NoError(t, err)
+			return st.Waiting == 0
+		})
+		tickerPasses(t, w.url, "rounds", 2) // #5 is still open
 		_, found := w.task(task.ActionRoundReview, "lead", 1)
 		assert.False(t, found, "no round review while a sub-issue is open")
 		w.replay("046") // #5 closed: the round is complete
 		review := w.waitStatus(task.ActionRoundReview, "lead", 1, task.StatusDone)
 		assert.Equal(t, 1, review.Meta.Round)
-		time.Sleep(500 * time.Millisecond)
+		tickerPasses(t, w.url, "rounds", 2)
 		tasks, err := w.store.ListTasks(context.Background(), repository.TaskFilter{ActionType: task.ActionRoundReview})
 		require.NoError(t, err)
 		assert.Len(t, tasks, 1, "once")

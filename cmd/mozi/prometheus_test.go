@@ -174,7 +174,10 @@ scrape_configs:
 		res, err := promQuery(api, `sum(mozi_agent_runs_total)`)
 		return err == nil && len(res) == 1 && res[0] >= 3
 	})
-	time.Sleep(3 * time.Second) // a few more scrapes, so rates over the window have two points
+	w.eventually("rates over the window to have two points", 30*time.Second, func() bool {
+		res, err := promQuery(api, `sum(rate(mozi_agent_runs_total[1m])) > 0`)
+		return err == nil && len(res) == 1
+	})
 
 	core := map[string]bool{}
 	for _, p := range corePanels {

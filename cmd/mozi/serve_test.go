@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -619,5 +621,47 @@ func TestLookingCommandsNeverStartADatabase(t *testing.T) {
 			_, statErr := os.Stat(filepath.Join(dir, "postgres"))
 			assert.True(t, os.IsNotExist(statErr), "no cluster was created in %s", dir)
 		})
+	}
+}
+
+// metricValue scrapes a running mozi's /metrics and returns the sum of the
+// samples of name whose labels contain every one of labels (0 when none).
+func metricValue(t *testing.T, baseURL, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(baseURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(line, l) }) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		require.NoError(t, err, line)
+		sum += v
+	}
+	return sum
+}
+
+// tickerPasses waits until the ticker ran job n more times: what it was
+// going to do by then, it did.
+func tickerPasses(t *testing.T, baseURL, job string, n int) {
+	t.Helper()
+	runs := func() float64 {
+		return metricValue(t, baseURL, "mozi_ticker_job_runs_total", `ticker_job="`+job+`"`)
+	}
+	start := runs()
+	deadline := time.Now().Add(30 * time.Second)
+	for runs() < start+float64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ticker's %s job did not run %d more times in 30 s", job, n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

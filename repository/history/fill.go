@@ -161,7 +161,6 @@ CROSS JOIN LATERAL (SELECT CASE WHEN j / 100 % 100 < 88 THEN 'done' WHEN j / 100
 LEFT JOIN fill_items iss ON NOT iss.pull AND iss.k = 1 + (j - 1)::bigint * c.n_issues / g.n
 LEFT JOIN fill_items pr ON pr.pull AND pr.k = 1 + (j - 1)::bigint * c.n_pulls / g.n
 LEFT JOIN issues isu ON isu.repo = iss.repo AND isu.number = iss.number
-ORDER BY j
 ON CONFLICT DO NOTHING`},
 
 	// Every parent of the history had its round reviewed once its
@@ -204,7 +203,7 @@ CROSS JOIN LATERAL (SELECT t.created_at + (n - 1) * interval '2 minutes' AS star
     CASE WHEN n = 1 AND t.id % 5 = 0 THEN 'failed'
          WHEN t.status = 'failed' THEN CASE WHEN t.id % 3 = 0 THEN 'timeout' ELSE 'failed' END
          WHEN t.status = 'cancelled' THEN 'interrupted' ELSE 'succeeded' END AS outcome) x
-ORDER BY t.id, n`},
+`},
 
 	// Deliveries as Gitea 1.25 sends them (the issue, the repository, five
 	// user objects: 6 kB on average, 3 kB stored with lz4, as the recorded
@@ -286,13 +285,12 @@ CROSS JOIN LATERAL (SELECT
 JOIN fill_users au ON au.login = x.author
 JOIN fill_users asg ON asg.login = x.assignee
 JOIN fill_users se ON se.login = x.sender
-JOIN fill_repos r ON r.repo = x.repo
-ORDER BY d`},
+JOIN fill_repos r ON r.repo = x.repo`},
 
 	{"effects", `
 INSERT INTO webhook_effects (semantic_key, delivery_id, created_at)
 SELECT semantic_key, delivery_id, processed_at FROM webhook_deliveries
-WHERE outcome = 'processed' AND semantic_key IS NOT NULL ORDER BY seq`},
+WHERE outcome = 'processed' AND semantic_key IS NOT NULL`},
 
 	{"mentions", `
 INSERT INTO mention_queue (repo, issue_number, comment_id, author, mentioned, hop_count, created_at, consumed_at, outcome)
@@ -302,8 +300,7 @@ SELECT iss.repo, iss.number, 1000000 + m, CASE WHEN m % 3 = 0 THEN c.agents[m % 
 FROM fill_cfg c
 CROSS JOIN generate_series(1, c.n_mentions) m
 CROSS JOIN LATERAL (SELECT c.now - interval '365 days' * (1 - (m - 0.5) / c.n_mentions) AS at) x
-JOIN fill_items iss ON NOT iss.pull AND iss.k = 1 + (m - 1)::bigint * c.n_issues / c.n_mentions
-ORDER BY m`},
+JOIN fill_items iss ON NOT iss.pull AND iss.k = 1 + (m - 1)::bigint * c.n_issues / c.n_mentions`},
 
 	{"statuses", `
 INSERT INTO commit_statuses (repo, status_id, sha, context, state, target_url, description, sender, created_at, matched_at)
@@ -313,8 +310,7 @@ SELECT c.repos[s % cardinality(c.repos) + 1], s, md5('status' || s) || left(md5(
        CASE WHEN s % 20 <> 0 THEN x.at + interval '1 minute' END
 FROM fill_cfg c
 CROSS JOIN generate_series(1, c.n_statuses) s
-CROSS JOIN LATERAL (SELECT c.now - interval '365 days' * (1 - (s - 0.5) / c.n_statuses) AS at) x
-ORDER BY s`},
+CROSS JOIN LATERAL (SELECT c.now - interval '365 days' * (1 - (s - 0.5) / c.n_statuses) AS at) x`},
 
 	// The prune keeps a day of agent comments (the breaker's look-back).
 	{"agent_comments", `

@@ -67,7 +67,7 @@ const Lead = "lead"
 
 // Version changes whenever what Fill or Live write changes: a database
 // filled by another version is not reused.
-const Version = 4
+const Version = 5
 
 // LiveTasks is how many live tasks Live writes.
 const LiveTasks = 300
@@ -121,8 +121,10 @@ func run(ctx context.Context, conn *pgx.Conn, steps []step) ([]Step, error) {
 // setParams puts the fill's parameters in a temporary table the
 // statements read (fill_cfg), so that they need no placeholders.
 func setParams(ctx context.Context, conn *pgx.Conn, s Size, now time.Time) error {
-	// JIT compiling these long statements costs more than it saves.
-	_, err := conn.Exec(ctx, `SET jit = off; DROP TABLE IF EXISTS pg_temp.fill_cfg;
+	// JIT compiling these long statements costs more than it saves; with
+	// room for their hash tables in memory, joins keep the order rows are
+	// generated in (oldest first), so no sort spills gigabytes to disk.
+	_, err := conn.Exec(ctx, `SET jit = off; SET work_mem = '256MB'; DROP TABLE IF EXISTS pg_temp.fill_cfg;
 		CREATE TEMP TABLE fill_cfg (now timestamptz, n_issues int, n_pulls int, n_tasks int, n_deliveries int,
 			n_mentions int, n_statuses int, n_comments int, live_base int, repos text[], agents text[], humans text[])`)
 	if err != nil {

@@ -88,12 +88,33 @@ CROSS JOIN LATERAL (SELECT it.k % 500 = 0 AS open,
     LEAST(it.at + (2 + it.k % 48) * interval '1 hour', c.now - interval '1 second') AS updated) a
 WHERE it.pull`},
 
+	// Every parent of the history had its round reviewed once its
+	// sub-issues closed, under the key DueRounds gives that set. They are
+	// written first, so that the newest ids are those of the tasks below,
+	// spread over the year as they would be (listing newest first meets
+	// every status and agent in its share, not a block of reviews).
+	{"round_reviews", `
+INSERT INTO task_state (repo, issue_number, action_type, agent, status, dispatch_count, priority, daemon_meta,
+    issue_body_cache, dedupe_key, not_before, created_at, updated_at, finished_at)
+SELECT p.repo, p.number, 'round_review', 'lead', 'done', 1, 2,
+       jsonb_build_object('event', 'ticker/rounds', 'round', 1, 'title', p.title, 'labels', to_jsonb(p.labels),
+           'report', jsonb_build_object('Status', 'done', 'Summary', 'Round complete: ' || md5(p.number::text))),
+       p.body, 'round#' || p.number || ':' || s.numbers, s.done, s.done, s.done + interval '20 minutes',
+       s.done + interval '20 minutes'
+FROM issues p
+CROSS JOIN fill_cfg c
+CROSS JOIN LATERAL (SELECT string_agg(i.number::text, ',' ORDER BY i.number) AS numbers,
+    LEAST(max(i.closed_at) + interval '1 minute', c.now - interval '30 minutes') AS done
+    FROM issues i WHERE i.repo = p.repo AND i.parent_issue = p.number AND NOT i.is_pull) s
+WHERE p.parent_issue IS NULL AND s.numbers IS NOT NULL
+ORDER BY s.done`},
+
 	// Tasks follow the issues and pull requests of their time. Of every
 	// hundred: 30 issue_assigned, 15 review_request, 12 review_result, 8
 	// review_comment, 10 mention, 8 ci_failure, 8 discussion, 4
 	// issue_closed, 3 review_merged, 1 review_updated, 1 deploy or
-	// infrastructure failure; 88 % done, 7 % failed, 5 % cancelled. The
-	// round reviews (one per parent) come next.
+	// infrastructure failure; 88 % done, 7 % failed, 5 % cancelled, in
+	// every hundred.
 	{"tasks", `
 INSERT INTO task_state (repo, issue_number, pr_number, parent_issue, action_type, business_type, agent, status,
     retry_count, dispatch_count, max_retries, priority, depends_on, daemon_meta, issue_body_cache, issue_updated_at,
@@ -155,31 +176,13 @@ CROSS JOIN LATERAL (SELECT k0.action,
         WHEN 'mention' THEN 'issue_comment/created' WHEN 'discussion' THEN 'ticker/discussions'
         WHEN 'issue_closed' THEN 'issues/closed' WHEN 'review_merged' THEN 'pull_request/closed'
         WHEN 'review_updated' THEN 'pull_request/synchronized' ELSE 'status' END AS event) k
-CROSS JOIN LATERAL (SELECT CASE WHEN j / 100 % 100 < 88 THEN 'done' WHEN j / 100 % 100 < 95 THEN 'failed'
-        ELSE 'cancelled' END AS status,
-    CASE WHEN j / 100 % 100 BETWEEN 88 AND 94 THEN 2 WHEN j % 7 = 0 THEN 1 ELSE 0 END AS retries) s
+CROSS JOIN LATERAL (SELECT j * 37 % 100 AS v) v
+CROSS JOIN LATERAL (SELECT CASE WHEN v.v < 88 THEN 'done' WHEN v.v < 95 THEN 'failed' ELSE 'cancelled' END AS status,
+    CASE WHEN v.v BETWEEN 88 AND 94 THEN 2 WHEN j % 7 = 0 THEN 1 ELSE 0 END AS retries) s
 LEFT JOIN fill_items iss ON NOT iss.pull AND iss.k = 1 + (j - 1)::bigint * c.n_issues / g.n
 LEFT JOIN fill_items pr ON pr.pull AND pr.k = 1 + (j - 1)::bigint * c.n_pulls / g.n
 LEFT JOIN issues isu ON isu.repo = iss.repo AND isu.number = iss.number
 ON CONFLICT DO NOTHING`},
-
-	// Every parent of the history had its round reviewed once its
-	// sub-issues closed, under the key DueRounds gives that set.
-	{"round_reviews", `
-INSERT INTO task_state (repo, issue_number, action_type, agent, status, dispatch_count, priority, daemon_meta,
-    issue_body_cache, dedupe_key, not_before, created_at, updated_at, finished_at)
-SELECT p.repo, p.number, 'round_review', 'lead', 'done', 1, 2,
-       jsonb_build_object('event', 'ticker/rounds', 'round', 1, 'title', p.title, 'labels', to_jsonb(p.labels),
-           'report', jsonb_build_object('Status', 'done', 'Summary', 'Round complete: ' || md5(p.number::text))),
-       p.body, 'round#' || p.number || ':' || s.numbers, s.done, s.done, s.done + interval '20 minutes',
-       s.done + interval '20 minutes'
-FROM issues p
-CROSS JOIN fill_cfg c
-CROSS JOIN LATERAL (SELECT string_agg(i.number::text, ',' ORDER BY i.number) AS numbers,
-    LEAST(max(i.closed_at) + interval '1 minute', c.now - interval '30 minutes') AS done
-    FROM issues i WHERE i.repo = p.repo AND i.parent_issue = p.number AND NOT i.is_pull) s
-WHERE p.parent_issue IS NULL AND s.numbers IS NOT NULL
-ORDER BY s.done`},
 
 	// One attempt per task, a second one for every fifth (its first
 	// failed); logs kept (a year's retention).

@@ -67,7 +67,7 @@ const Lead = "lead"
 
 // Version changes whenever what Fill or Live write changes: a database
 // filled by another version is not reused.
-const Version = 5
+const Version = 6
 
 // LiveTasks is how many live tasks Live writes.
 const LiveTasks = 300

@@ -3,7 +3,7 @@
 // whose runner died, reconciles with Gitea after lost webhooks, consumes
 // the mention queue, starts round reviews and discussion broadcasts, polls
 // commit statuses of pull requests in review, fails tasks of agents that
-// are gone, and prunes old data.
+// are gone, folds the counts of finished tasks, and prunes old data.
 //
 // What it learns from Gitea it feeds through the webhook inbox as
 // deliveries of the shape Gitea would have sent, so the same mapping rules
@@ -68,7 +68,7 @@ type Config struct {
 	// renewed every third).
 	LeaderTTL time.Duration
 	// SweepEvery runs the quick sweeps: rescue, mentions, rounds,
-	// discussions, orphans, watchdog and breakers (default
+	// discussions, orphans, watchdog, breakers and counts (default
 	// DefaultSweepEvery, 10s).
 	SweepEvery time.Duration
 	// ReconcileEvery re-reads from Gitea the issues live tasks wait on
@@ -172,6 +172,7 @@ const (
 	JobWatchdog    = "watchdog"
 	JobBreakers    = "breakers"
 	JobCatchUp     = "catch_up"
+	JobCounts      = "counts"
 )
 
 // New builds a ticker; gitea may be nil.
@@ -190,6 +191,7 @@ func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
 		{name: JobWatchdog, every: cfg.SweepEvery, run: t.watchdog},
 		{name: JobBreakers, every: cfg.SweepEvery, run: t.breakers},
+		{name: JobCounts, every: cfg.SweepEvery, run: t.store.FoldTaskCounts},
 	}
 	return t
 }

@@ -594,3 +594,64 @@ func TestSettledRoundsWakeOnANewSetOfSubIssues(t *testing.T) {
 	assert.False(t, settled(), "and did not settle over the change")
 	assert.Equal(t, []string{"round#1:2,3,5/3"}, due())
 }
+
+// A sub-issue saved after its parent closed marks the parent open: the
+// sweep finds it closed and marks it so, but never over a reopening that
+// came while it looked.
+func TestSweepMarksClosedParentsButNotReopenedOnes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, raw := setup(t)
+	save := func(number, parent int, state string) {
+		t.Helper()
+		require.NoError(t, store.SaveIssue(ctx, task.Issue{Repo: "acme/c", Number: number, ParentIssue: parent,
+			State: state, Title: fmt.Sprintf("#%d", number), UpdatedAt: time.Now()}))
+	}
+	marked := func(number int) bool {
+		t.Helper()
+		var open bool
+		require.NoError(t, raw.QueryRow(ctx, `SELECT open FROM issue_parents WHERE repo = 'acme/c' AND number = $1`, number).Scan(&open))
+		return open
+	}
+	due := func() []int {
+		t.Helper()
+		rounds, err := store.DueRounds(ctx)
+		require.NoError(t, err)
+		var parents []int
+		for _, r := range rounds {
+			parents = append(parents, r.Parent)
+		}
+		return parents
+	}
+	save(1, 0, "closed")
+	save(2, 1, "closed")
+	save(4, 3, "closed") // #3 itself is not known yet
+	assert.True(t, marked(1), "a sub-issue marks its parent open")
+	assert.Empty(t, due())
+	assert.False(t, marked(1), "the sweep found #1 closed")
+	assert.False(t, marked(3), "and #3 missing")
+	save(3, 0, "open")
+	assert.True(t, marked(3), "#3 arrived, open")
+	assert.Equal(t, []int{3}, due())
+
+	// #1 reopened while a sweep looks at it: the sweep read it closed, and
+	// waits for the row the reopening locked; it then leaves the mark.
+	_, err := raw.Exec(ctx, `UPDATE issue_parents SET open = true WHERE repo = 'acme/c' AND number = 1`)
+	require.NoError(t, err)
+	tx, err := raw.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `UPDATE issues SET state = 'open' WHERE repo = 'acme/c' AND number = 1`)
+	require.NoError(t, err)
+	sweep := make(chan []int, 1)
+	go func() { sweep <- due() }()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, raw.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting))
+		return waiting > 0
+	}, 10*time.Second, 10*time.Millisecond, "the sweep waits for the reopening's transaction")
+	require.NoError(t, tx.Commit(ctx))
+	assert.Equal(t, []int{3}, <-sweep, "it read #1 closed")
+	assert.True(t, marked(1), "and left the reopened #1 marked open")
+	assert.ElementsMatch(t, []int{1, 3}, due())
+}

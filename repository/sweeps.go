@@ -56,32 +56,40 @@ type RoundDue struct {
 // its part of the round too) — for a set of sub-issues no round review
 // covered yet. A sub-issue nobody has worked on yet is not finished.
 //
-// It reads the open parents not settled (issue_parents, kept by the
-// database as issues are saved) down to their sub-issues, and settles
-// those whose set is finished and reviewed: until a sub-issue is added to
-// or moved away from them they cannot be due, and are not read again. So
+// It reads the parents marked open and not settled (issue_parents, kept by
+// the database as issues are saved) down to their sub-issues. It settles
+// those whose set is finished and reviewed (until a sub-issue is added to
+// or moved away from them they cannot be due), and marks closed those it
+// finds closed or missing (a sub-issue saved after its parent closed marks
+// it open); either only if the mark did not change since it was read. So
 // neither the parents of past rounds nor open issues without sub-issues
 // are read, however many the history holds. (An operator deleting a round
 // review task does not make its round due again.)
 func (q *Queries) DueRounds(ctx context.Context) ([]RoundDue, error) {
 	rows, err := q.db.Query(ctx, `
-		WITH complete AS MATERIALIZED (
-			SELECT m.repo, m.number, m.changes, s.key,
-			       EXISTS (SELECT 1 FROM task_state r WHERE r.repo = m.repo AND r.action_type = 'round_review'
+		WITH marked AS MATERIALIZED (
+			SELECT m.repo, m.number, m.changes, COALESCE(p.state = 'open', false) AS open
+			FROM issue_parents m LEFT JOIN issues p ON p.repo = m.repo AND p.number = m.number
+			WHERE m.open AND NOT m.settled
+		), complete AS MATERIALIZED (
+			SELECT c.repo, c.number, c.changes, s.key,
+			       EXISTS (SELECT 1 FROM task_state r WHERE r.repo = c.repo AND r.action_type = 'round_review'
 			               AND r.dedupe_key = s.key) AS reviewed
-			FROM issue_parents m
-			JOIN issues p ON p.repo = m.repo AND p.number = m.number
+			FROM marked c
 			CROSS JOIN LATERAL (
 				SELECT count(*) AS n,
 				       count(*) FILTER (WHERE i.state = 'closed' OR (
 				           EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number)
 				           AND NOT EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number
 				                           AND t.status IN ('pending', 'claimed', 'working', 'review')))) AS finished,
-				       'round#' || p.number || ':' || string_agg(i.number::text, ',' ORDER BY i.number) AS key
-				FROM issues i WHERE i.repo = p.repo AND i.parent_issue = p.number AND NOT i.is_pull
+				       'round#' || c.number || ':' || string_agg(i.number::text, ',' ORDER BY i.number) AS key
+				FROM issues i WHERE i.repo = c.repo AND i.parent_issue = c.number AND NOT i.is_pull
 			) s
-			WHERE m.open AND NOT m.settled AND p.state = 'open' AND s.n > 0 AND s.n = s.finished
-		), settle AS (
+			WHERE c.open AND s.n > 0 AND s.n = s.finished
+		), closed AS (
+			UPDATE issue_parents m SET open = false FROM marked c
+			WHERE NOT c.open AND m.repo = c.repo AND m.number = c.number AND m.changes = c.changes
+		), settled AS (
 			UPDATE issue_parents m SET settled = true FROM complete c
 			WHERE c.reviewed AND m.repo = c.repo AND m.number = c.number AND m.changes = c.changes
 		)

@@ -56,12 +56,15 @@ WHERE status IN ('done', 'failed', 'cancelled') GROUP BY status, action_type;
 -- found (it settles them). Only a change of the set of sub-issues can make
 -- a settled parent due again (a sub-issue reopened or given new work is
 -- unfinished; finished again, the set is the one reviewed), so a sub-issue
--- saved under a parent, or moved away from one, unsettles it and counts a
--- change; the sweep settles a parent only if no change came since it read
--- it. A mark may say open when its issue is not (an issue saved closed
--- while its first sub-issue was being saved): the sweep checks the issue
--- itself; never the reverse, since only the issue's own saves, ordered by
--- its row lock, mark it closed.
+-- saved under a parent, or moved away from one, unsettles it.
+--
+-- A sub-issue saved marks its parent open, whatever the parent's state
+-- (read here, it could be a state another transaction is changing); the
+-- parent's own saves, which its row lock orders, mark it open or closed;
+-- the sweep marks closed a parent it finds closed or missing. Each of
+-- these writes counts a change, and the sweep writes a mark (settled,
+-- closed) only if no change came since it read it: a mark never says
+-- closed while its issue is open.
 CREATE TABLE issue_parents (
     repo    TEXT    NOT NULL,
     number  INTEGER NOT NULL,
@@ -82,19 +85,18 @@ BEGIN
     IF NEW.parent_issue IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.parent_issue IS DISTINCT FROM OLD.parent_issue
                                          OR NEW.is_pull <> OLD.is_pull) THEN
         INSERT INTO issue_parents AS m (repo, number, open) VALUES (NEW.repo, NEW.parent_issue, true)
-        ON CONFLICT (repo, number) DO UPDATE SET settled = false, changes = m.changes + 1;
+        ON CONFLICT (repo, number) DO UPDATE SET open = true, settled = false, changes = m.changes + 1;
     END IF;
     IF TG_OP = 'INSERT' OR NEW.state IS DISTINCT FROM OLD.state THEN
-        UPDATE issue_parents SET open = (NEW.state = 'open')
-        WHERE repo = NEW.repo AND number = NEW.number AND open <> (NEW.state = 'open');
+        UPDATE issue_parents SET open = (NEW.state = 'open'), changes = changes + 1
+        WHERE repo = NEW.repo AND number = NEW.number;
     END IF;
     RETURN NULL;
 END
 $$;
 -- +goose StatementEnd
 CREATE TRIGGER issues_parent_insert AFTER INSERT ON issues
-    FOR EACH ROW WHEN (NEW.parent_issue IS NOT NULL OR NEW.state <> 'open')
-    EXECUTE FUNCTION mozi_issue_parent();
+    FOR EACH ROW EXECUTE FUNCTION mozi_issue_parent();
 CREATE TRIGGER issues_parent_update AFTER UPDATE OF parent_issue, is_pull, state ON issues
     FOR EACH ROW WHEN (NEW.parent_issue IS DISTINCT FROM OLD.parent_issue OR NEW.is_pull <> OLD.is_pull
         OR NEW.state IS DISTINCT FROM OLD.state)

@@ -368,13 +368,15 @@ func (q *Queries) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd,
 // and whose next move needs something only the agent does: a pull request
 // (none open for an assigned issue), an [Action Report], a push, a review.
 // An approved review waits for a merge and an assigned issue with an open
-// pull request for its review: people's work, not the agent's.
+// pull request for its review: people's work, not the agent's. The pull
+// request is looked up by its key for each task (a scalar subquery): as
+// an EXISTS, the planner may hash every open pull request of the history.
 const stalledWhere = `t.status = 'working' AND t.lease_owner IS NULL
 	AND t.action_type IN ('issue_assigned', 'ci_failure', 'deploy_failure', 'infrastructure_failure',
 	                      'mention', 'review_comment', 'review_result', 'review_request', 'review_updated')
 	AND NOT (t.action_type = 'review_result' AND t.daemon_meta->>'review_state' = 'approved')
-	AND NOT (t.action_type = 'issue_assigned' AND EXISTS (SELECT 1 FROM pull_requests p
-	         WHERE p.repo = t.repo AND p.number = t.pr_number AND p.state = 'open'))`
+	AND NOT (t.action_type = 'issue_assigned' AND COALESCE((SELECT p.state = 'open' FROM pull_requests p
+	         WHERE p.repo = t.repo AND p.number = t.pr_number), false))`
 
 // Stalled is a working task whose agent's run ended without what moves it
 // on, and what that is (a FollowUp* constant).

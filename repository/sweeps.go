@@ -63,13 +63,16 @@ type RoundDue struct {
 // finds closed or missing (a sub-issue saved after its parent closed marks
 // it open); either only if the mark did not change since it was read. So
 // neither the parents of past rounds nor open issues without sub-issues
-// are read, however many the history holds. (An operator deleting a round
+// are read, however many the history holds. Each parent is looked up by
+// its key: statistics not yet refreshed after many marks changed must not
+// make the planner hash every issue. (An operator deleting a round
 // review task does not make its round due again.)
 func (q *Queries) DueRounds(ctx context.Context) ([]RoundDue, error) {
 	rows, err := q.db.Query(ctx, `
 		WITH marked AS MATERIALIZED (
-			SELECT m.repo, m.number, m.changes, COALESCE(p.state = 'open', false) AS open
-			FROM issue_parents m LEFT JOIN issues p ON p.repo = m.repo AND p.number = m.number
+			SELECT m.repo, m.number, m.changes, COALESCE((SELECT p.state = 'open' FROM issues p
+			           WHERE p.repo = m.repo AND p.number = m.number), false) AS open
+			FROM issue_parents m
 			WHERE m.open AND NOT m.settled
 		), complete AS MATERIALIZED (
 			SELECT c.repo, c.number, c.changes, s.key,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/history"
+	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 )
 
@@ -654,4 +656,31 @@ func TestSweepMarksClosedParentsButNotReopenedOnes(t *testing.T) {
 	assert.Equal(t, []int{3}, <-sweep, "it read #1 closed")
 	assert.True(t, marked(1), "and left the reopened #1 marked open")
 	assert.ElementsMatch(t, []int{1, 3}, due())
+}
+
+// mozi's connections run without JIT compilation unless the URL asks for it.
+func TestConnectionsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	tests := []struct {
+		name, url, want string
+	}{
+		{"default", url, "off"},
+		{"asked for in the URL", url + sep + "jit=on", "on"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, err := repository.Open(ctx, tt.url, repository.Options{MaxConns: 1})
+			require.NoError(t, err)
+			defer store.Close()
+			var jit string
+			require.NoError(t, store.QueryRowForTest(ctx, `SHOW jit`).Scan(&jit))
+			assert.Equal(t, tt.want, jit)
+		})
+	}
 }

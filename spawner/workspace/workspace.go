@@ -14,6 +14,10 @@
 //     request began reuses it.
 //   - One worktree per task, reused by the task's retries (with the
 //     previous attempt's changes), never by another task.
+//   - At most Config.CheckoutsPerRepo new worktrees of one repository
+//     check their files out at once; the others wait their turn, in the
+//     order they asked (the bookkeeping before it is serialised by the
+//     repository's lock anyway).
 //   - One branch has at most one live writer in this process: a request
 //     for a branch another running task has checked out fails with
 //     ErrBranchBusy; an idle worktree holding it is detached first.

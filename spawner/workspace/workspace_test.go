@@ -689,12 +689,19 @@ func gatedGit(t *testing.T, dir string) string {
 	t.Helper()
 	gitPath, err := exec.LookPath("git")
 	require.NoError(t, err)
+	// A failed test opens the gate, so no checkout waits past its end.
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "go"), nil, 0o644) })
 	fake := filepath.Join(t.TempDir(), "git")
 	script := `#!/bin/sh
 case " $* " in
 *" reset -q --hard "*)
 	touch "` + dir + `/started.$$"
-	while [ ! -e "` + dir + `/go" ]; do sleep 0.01; done
+	n=0
+	while [ ! -e "` + dir + `/go" ]; do
+		# The test is gone (its directory removed) or stuck: never outlive it.
+		[ -d "` + dir + `" ] && [ $n -lt 6000 ] || exit 1
+		n=$((n+1)); sleep 0.01
+	done
 	` + gitPath + ` "$@"; rc=$?
 	touch "` + dir + `/done.$$"
 	exit $rc;;

@@ -16,10 +16,19 @@ type CatchUpMark struct {
 }
 
 // CatchUpMarks lists the repositories to catch up on: the configured ones
-// and every one mozi has seen an issue of, with their marks.
+// and every one mozi has seen an issue of, with their marks. The
+// repositories of the issues are found by skipping through the issues'
+// primary key, one lookup per repository, not by reading every issue.
 func (q *Queries) CatchUpMarks(ctx context.Context, configured []string) ([]CatchUpMark, error) {
-	rows, err := q.db.Query(ctx, `SELECT r.repo, c.caught_up_at
-		FROM (SELECT unnest($1::text[]) AS repo UNION SELECT DISTINCT repo FROM issues) r
+	rows, err := q.db.Query(ctx, `
+		WITH RECURSIVE seen (repo) AS (
+			(SELECT repo FROM issues ORDER BY repo LIMIT 1)
+			UNION ALL
+			SELECT (SELECT i.repo FROM issues i WHERE i.repo > s.repo ORDER BY i.repo LIMIT 1)
+			FROM seen s WHERE s.repo IS NOT NULL
+		)
+		SELECT r.repo, c.caught_up_at
+		FROM (SELECT unnest($1::text[]) AS repo UNION SELECT repo FROM seen WHERE repo IS NOT NULL) r
 		LEFT JOIN repo_catch_up c ON c.repo = r.repo
 		ORDER BY r.repo`, configured)
 	if err != nil {

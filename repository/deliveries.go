@@ -149,15 +149,23 @@ type DeliveryFilter struct {
 	Limit  int // 0: 50
 }
 
-// ListDeliveries returns deliveries, newest first.
+// ListDeliveries returns deliveries, newest first: latest received first,
+// and in the order they arrived among those received together (a group
+// commit gives its deliveries one received_at). The order is read from
+// the index on received_at.
 func (q *Queries) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
 	}
-	rows, err := q.db.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
-		WHERE NOT $1 OR outcome = 'parked' OR (processed_at IS NULL AND attempts > 0)
-		ORDER BY seq DESC LIMIT $2`, f.Failed, limit)
+	// Failed ones are parked, or waiting after a failed attempt (only
+	// waiting deliveries have no outcome): each set has a partial index.
+	where := ``
+	if f.Failed {
+		where = `WHERE outcome = 'parked' OR (processed_at IS NULL AND outcome = '' AND attempts > 0)`
+	}
+	rows, err := q.db.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries `+where+`
+		ORDER BY received_at DESC, seq DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
@@ -187,12 +195,12 @@ func (q *Queries) InboxStats(ctx context.Context) (InboxStats, error) {
 		st     InboxStats
 		oldest *float64
 	)
-	err := q.db.QueryRow(ctx, `SELECT
-			count(*) FILTER (WHERE processed_at IS NULL AND outcome = ''),
-			count(*) FILTER (WHERE processed_at IS NULL AND outcome = '' AND attempts > 0),
-			count(*) FILTER (WHERE outcome = 'parked'),
-			extract(epoch FROM now() - min(received_at) FILTER (WHERE processed_at IS NULL AND outcome = ''))
-		FROM webhook_deliveries WHERE processed_at IS NULL`).Scan(&st.Waiting, &st.Retrying, &st.Parked, &oldest)
+	// Waiting and parked deliveries are each read through their partial
+	// index: processed ones, however many, are not.
+	err := q.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE attempts > 0),
+			(SELECT count(*) FROM webhook_deliveries WHERE outcome = 'parked' AND processed_at IS NULL),
+			extract(epoch FROM now() - min(received_at))
+		FROM webhook_deliveries WHERE processed_at IS NULL AND outcome = ''`).Scan(&st.Waiting, &st.Retrying, &st.Parked, &oldest)
 	if err != nil {
 		return InboxStats{}, fmt.Errorf("inbox stats: %w", err)
 	}

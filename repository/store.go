@@ -55,6 +55,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "mozi"
+	// mozi's statements are short and keyed; PostgreSQL compiles a
+	// statement (JIT) when the planner's cost estimate passes
+	// jit_above_cost, which statistics not yet refreshed after a large
+	// change make it do for a statement that runs in a millisecond: 50 to
+	// 700 ms of compiling (docs/performance.md). A URL that sets jit wins.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)

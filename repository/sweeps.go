@@ -55,24 +55,51 @@ type RoundDue struct {
 // closed, or every task it had is terminal (seed §16: a failed sub ends
 // its part of the round too) — for a set of sub-issues no round review
 // covered yet. A sub-issue nobody has worked on yet is not finished.
+//
+// It reads the parents marked open and not settled (issue_parents, kept by
+// the database as issues are saved) down to their sub-issues. It settles
+// those whose set is finished and reviewed (until a sub-issue is added to
+// or moved away from them they cannot be due), and marks closed those it
+// finds closed or missing (a sub-issue saved after its parent closed marks
+// it open); either only if the mark did not change since it was read. So
+// neither the parents of past rounds nor open issues without sub-issues
+// are read, however many the history holds. Each parent is looked up by
+// its key: statistics not yet refreshed after many marks changed must not
+// make the planner hash every issue. (An operator deleting a round
+// review task does not make its round due again.)
 func (q *Queries) DueRounds(ctx context.Context) ([]RoundDue, error) {
 	rows, err := q.db.Query(ctx, `
-		WITH subs AS (
-			SELECT i.repo, i.parent_issue AS parent, count(*) AS n,
-			       count(*) FILTER (WHERE i.state = 'closed' OR (
-			           EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number)
-			           AND NOT EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number
-			                           AND t.status IN ('pending', 'claimed', 'working', 'review')))) AS finished,
-			       'round#' || i.parent_issue || ':' || string_agg(i.number::text, ',' ORDER BY i.number) AS key
-			FROM issues i WHERE i.parent_issue IS NOT NULL AND NOT i.is_pull GROUP BY i.repo, i.parent_issue
+		WITH marked AS MATERIALIZED (
+			SELECT m.repo, m.number, m.changes, COALESCE((SELECT p.state = 'open' FROM issues p
+			           WHERE p.repo = m.repo AND p.number = m.number), false) AS open
+			FROM issue_parents m
+			WHERE m.open AND NOT m.settled
+		), complete AS MATERIALIZED (
+			SELECT c.repo, c.number, c.changes, s.key,
+			       EXISTS (SELECT 1 FROM task_state r WHERE r.repo = c.repo AND r.action_type = 'round_review'
+			               AND r.dedupe_key = s.key) AS reviewed
+			FROM marked c
+			CROSS JOIN LATERAL (
+				SELECT count(*) AS n,
+				       count(*) FILTER (WHERE i.state = 'closed' OR (
+				           EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number)
+				           AND NOT EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number
+				                           AND t.status IN ('pending', 'claimed', 'working', 'review')))) AS finished,
+				       'round#' || c.number || ':' || string_agg(i.number::text, ',' ORDER BY i.number) AS key
+				FROM issues i WHERE i.repo = c.repo AND i.parent_issue = c.number AND NOT i.is_pull
+			) s
+			WHERE c.open AND s.n > 0 AND s.n = s.finished
+		), closed AS (
+			UPDATE issue_parents m SET open = false FROM marked c
+			WHERE NOT c.open AND m.repo = c.repo AND m.number = c.number AND m.changes = c.changes
+		), settled AS (
+			UPDATE issue_parents m SET settled = true FROM complete c
+			WHERE c.reviewed AND m.repo = c.repo AND m.number = c.number AND m.changes = c.changes
 		)
-		SELECT s.repo, s.parent, s.key,
-		       (SELECT count(*) FROM task_state r WHERE r.repo = s.repo AND r.issue_number = s.parent
+		SELECT c.repo, c.number, c.key,
+		       (SELECT count(*) FROM task_state r WHERE r.repo = c.repo AND r.issue_number = c.number
 		          AND r.action_type = 'round_review') + 1
-		FROM subs s JOIN issues p ON p.repo = s.repo AND p.number = s.parent AND p.state = 'open'
-		WHERE s.n = s.finished
-		  AND NOT EXISTS (SELECT 1 FROM task_state r WHERE r.repo = s.repo AND r.action_type = 'round_review'
-		                  AND r.dedupe_key = s.key)`)
+		FROM complete c WHERE NOT c.reviewed`)
 	if err != nil {
 		return nil, fmt.Errorf("list due rounds: %w", err)
 	}
@@ -136,12 +163,15 @@ func (q *Queries) TouchIssue(ctx context.Context, ref IssueRef) error {
 	return nil
 }
 
-// OpenPullRequestsInReview lists open pull requests some live task waits on.
+// OpenPullRequestsInReview lists open pull requests some live task waits
+// on. It reads from the live tasks to their pull requests: merged and
+// closed ones, however many, are never scanned.
 func (q *Queries) OpenPullRequestsInReview(ctx context.Context, limit int) ([]task.PullRequest, error) {
 	rows, err := q.db.Query(ctx, `SELECT `+qualify("p", prColumns)+` FROM pull_requests p
-		WHERE p.state = 'open' AND p.head_sha <> '' AND EXISTS (
-			SELECT 1 FROM task_state t WHERE t.repo = p.repo AND t.pr_number = p.number
-			  AND t.status IN ('pending', 'claimed', 'working', 'review'))
+		WHERE (p.repo, p.number) IN (
+			SELECT t.repo, t.pr_number FROM task_state t
+			WHERE t.status IN ('pending', 'claimed', 'working', 'review') AND t.pr_number IS NOT NULL)
+		  AND p.state = 'open' AND p.head_sha <> ''
 		ORDER BY p.synced_at LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list pull requests in review: %w", err)
@@ -186,6 +216,10 @@ type PruneResult struct {
 
 // Prune deletes processed deliveries, effect keys, consumed mentions, old
 // kept statuses, and the logs of attempts of tasks finished before cutoff.
+// Each statement is bounded by an indexed time column, so that it reads
+// what aged out since the last prune, not the whole retention: a
+// delivery is received before it is processed, and an attempt starts
+// before its task finishes.
 func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error) {
 	var r PruneResult
 	err := s.InTx(ctx, func(tx *Tx) error {
@@ -193,7 +227,7 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 			n   *int64
 			sql string
 		}{
-			{&r.Deliveries, `DELETE FROM webhook_deliveries WHERE processed_at < $1 AND outcome <> 'parked'`},
+			{&r.Deliveries, `DELETE FROM webhook_deliveries WHERE received_at < $1 AND processed_at < $1 AND outcome <> 'parked'`},
 			{&r.Effects, `DELETE FROM webhook_effects WHERE created_at < $1`},
 			{&r.Mentions, `DELETE FROM mention_queue WHERE consumed_at < $1`},
 			{&r.Statuses, `DELETE FROM commit_statuses WHERE created_at < $1`},
@@ -206,8 +240,12 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 			}
 			*q.n = tag.RowsAffected()
 		}
-		rows, err := tx.db.Query(ctx, `UPDATE task_attempts a SET log_path = '' FROM task_state t
-			WHERE a.task_id = t.id AND t.finished_at < $1 AND a.log_path <> ''
+		// Attempts whose log is kept are found by the start (a partial
+		// index), their task's end looked up for each: joined, the planner
+		// hashes every finished task.
+		rows, err := tx.db.Query(ctx, `UPDATE task_attempts a SET log_path = ''
+			WHERE a.log_path <> '' AND a.started_at < $1
+			  AND (SELECT t.finished_at FROM task_state t WHERE t.id = a.task_id) < $1
 			RETURNING (SELECT log_path FROM task_attempts o WHERE o.id = a.id)`, cutoff)
 		if err != nil {
 			return fmt.Errorf("prune attempt logs: %w", err)
@@ -225,8 +263,9 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 	return r, err
 }
 
-// TaskCount is the number of tasks with one status and action type, and
-// how long the least recently updated of them has not moved.
+// TaskCount is the number of tasks with one status and action type, and,
+// for a live status, how long the least recently updated of them has not
+// moved (0 for finished ones).
 type TaskCount struct {
 	Status     task.Status
 	ActionType task.ActionType
@@ -235,9 +274,20 @@ type TaskCount struct {
 }
 
 // TaskCounts counts tasks by status and action type (metrics gauges).
+// Live tasks are counted from their rows (few, through the status index);
+// finished ones, which only grow, from the counts the database keeps as
+// tasks finish (task_counts plus the changes not folded into it yet, read
+// in one snapshot: exact either way).
 func (q *Queries) TaskCounts(ctx context.Context) ([]TaskCount, error) {
-	rows, err := q.db.Query(ctx, `SELECT status, action_type, count(*),
-			extract(epoch FROM now() - min(updated_at))::float8 FROM task_state GROUP BY 1, 2`)
+	rows, err := q.db.Query(ctx, `
+		SELECT status, action_type, count(*), extract(epoch FROM now() - min(updated_at))::float8
+		FROM task_state WHERE status IN ('pending', 'claimed', 'working', 'review') GROUP BY 1, 2
+		UNION ALL
+		SELECT status, action_type, sum(n)::bigint, 0::float8 FROM (
+			SELECT status, action_type, n FROM task_counts
+			UNION ALL
+			SELECT status, action_type, n FROM task_count_changes) f
+		GROUP BY 1, 2 HAVING sum(n) <> 0`)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks: %w", err)
 	}
@@ -255,6 +305,37 @@ func (q *Queries) TaskCounts(ctx context.Context) ([]TaskCount, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// foldLockKey keeps two folds of the finished-task counts from running at
+// once (their deletes could deadlock); the second one skips.
+const foldLockKey = 0x6d6f7a6a
+
+// FoldTaskCounts folds the changes of finished-task counts the database
+// recorded as tasks finished into their totals, in one transaction (a
+// reader sees them before or after, never twice), and returns how many
+// changes it folded. Counts are exact without it: folding keeps what
+// TaskCounts reads small.
+func (s *Store) FoldTaskCounts(ctx context.Context) (int, error) {
+	var n int
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var locked bool
+		if err := tx.db.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, foldLockKey).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		return tx.db.QueryRow(ctx, `
+			WITH moved AS (DELETE FROM task_count_changes RETURNING status, action_type, n),
+			     summed AS (SELECT status, action_type, sum(n) AS n, count(*) AS changes FROM moved GROUP BY 1, 2),
+			     folded AS (
+				INSERT INTO task_counts AS c (status, action_type, n)
+				SELECT status, action_type, n FROM summed
+				ON CONFLICT (status, action_type) DO UPDATE SET n = c.n + EXCLUDED.n)
+			SELECT COALESCE(sum(changes), 0) FROM summed`).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fold task counts: %w", err)
+	}
+	return n, nil
 }
 
 // TaskEnd is whether a task is finished, and since when.
@@ -290,13 +371,15 @@ func (q *Queries) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd,
 // and whose next move needs something only the agent does: a pull request
 // (none open for an assigned issue), an [Action Report], a push, a review.
 // An approved review waits for a merge and an assigned issue with an open
-// pull request for its review: people's work, not the agent's.
+// pull request for its review: people's work, not the agent's. The pull
+// request is looked up by its key for each task (a scalar subquery): as
+// an EXISTS, the planner may hash every open pull request of the history.
 const stalledWhere = `t.status = 'working' AND t.lease_owner IS NULL
 	AND t.action_type IN ('issue_assigned', 'ci_failure', 'deploy_failure', 'infrastructure_failure',
 	                      'mention', 'review_comment', 'review_result', 'review_request', 'review_updated')
 	AND NOT (t.action_type = 'review_result' AND t.daemon_meta->>'review_state' = 'approved')
-	AND NOT (t.action_type = 'issue_assigned' AND EXISTS (SELECT 1 FROM pull_requests p
-	         WHERE p.repo = t.repo AND p.number = t.pr_number AND p.state = 'open'))`
+	AND NOT (t.action_type = 'issue_assigned' AND COALESCE((SELECT p.state = 'open' FROM pull_requests p
+	         WHERE p.repo = t.repo AND p.number = t.pr_number), false))`
 
 // Stalled is a working task whose agent's run ended without what moves it
 // on, and what that is (a FollowUp* constant).

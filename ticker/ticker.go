@@ -3,7 +3,7 @@
 // whose runner died, reconciles with Gitea after lost webhooks, consumes
 // the mention queue, starts round reviews and discussion broadcasts, polls
 // commit statuses of pull requests in review, fails tasks of agents that
-// are gone, and prunes old data.
+// are gone, folds the counts of finished tasks, and prunes old data.
 //
 // What it learns from Gitea it feeds through the webhook inbox as
 // deliveries of the shape Gitea would have sent, so the same mapping rules
@@ -71,7 +71,7 @@ type Config struct {
 	// renewed every third).
 	LeaderTTL time.Duration
 	// SweepEvery runs the quick sweeps: rescue, mentions, rounds,
-	// discussions, orphans and watchdog (default
+	// discussions, orphans, watchdog and counts (default
 	// DefaultSweepEvery, 10s).
 	SweepEvery time.Duration
 	// ReconcileEvery re-reads from Gitea the issues live tasks wait on
@@ -182,6 +182,7 @@ const (
 	JobPrune       = "prune"
 	JobWatchdog    = "watchdog"
 	JobCatchUp     = "catch_up"
+	JobCounts      = "counts"
 )
 
 // New builds a ticker; gitea may be nil.
@@ -199,6 +200,7 @@ func New(cfg Config, store *repository.Store, gitea Gitea) *Ticker {
 		{name: JobOrphans, every: cfg.SweepEvery, run: t.orphans},
 		{name: JobPrune, every: cfg.PruneEvery, run: t.prune},
 		{name: JobWatchdog, every: cfg.SweepEvery, run: t.watchdog},
+		{name: JobCounts, every: cfg.SweepEvery, run: t.store.FoldTaskCounts},
 	}
 	return t
 }

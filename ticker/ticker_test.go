@@ -410,6 +410,42 @@ func TestRoundsCompleteWhenEverySubIsFinished(t *testing.T) {
 
 	save(73, 70, "open") // a next-round sub-issue nobody works on yet
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds), "an untouched sub-issue is not finished")
+
+	first := w.tasks(task.ActionRoundReview, "lead", 70)[0]
+	_, err = w.store.Apply(ctx, first.ID, task.EventComplete, repository.Change{})
+	require.NoError(t, err)
+	save(73, 70, "closed")
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobRounds), "#73 closed: #70's second round")
+	reviews := w.tasks(task.ActionRoundReview, "lead", 70)
+	require.Len(t, reviews, 2)
+	assert.ElementsMatch(t, []int{1, 2}, []int{reviews[0].Meta.Round, reviews[1].Meta.Round})
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobRounds))
+}
+
+// The counts job folds the counts of finished tasks, which the database
+// keeps as tasks finish, into their totals; mozi_tasks reads them.
+func TestCountsJobFoldsFinishedTasks(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	for _, ev := range []task.Event{task.EventComplete, task.EventComplete, task.EventFail} {
+		tk, err := w.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 90,
+			ActionType: task.ActionIssueClosed, Agent: "coder1", Priority: 2})
+		require.NoError(t, err)
+		_, err = w.store.Apply(ctx, tk.ID, ev, repository.Change{})
+		require.NoError(t, err)
+	}
+	tk := w.ticker(ticker.Config{})
+	assert.Equal(t, 3, tk.RunJob(ctx, ticker.JobCounts))
+	assert.Zero(t, tk.RunJob(ctx, ticker.JobCounts), "nothing left to fold")
+	counts, err := w.store.TaskCounts(ctx)
+	require.NoError(t, err)
+	got := map[task.Status]int{}
+	for _, c := range counts {
+		if c.ActionType == task.ActionIssueClosed {
+			got[c.Status] = c.N
+		}
+	}
+	assert.Equal(t, map[task.Status]int{task.StatusDone: 2, task.StatusFailed: 1}, got)
 }
 
 // runEnds claims a task and records a run of it that exited 0: the task

@@ -35,6 +35,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return benchDispatch(ctx, e, args[1:])
 	case "e2e":
 		return benchE2E(ctx, e, args[1:])
+	case "history":
+		return benchHistory(ctx, e, args[1:])
 	}
 	return usagef("unknown benchmark %q\n%s", args[0], benchUsage)
 }
@@ -47,9 +49,11 @@ var benchCommands = []command{
 		summary: "tasks claimed and completed per second with a no-op runner, and through the whole spawn path with /bin/true as the agent"},
 	{name: "e2e", args: "[--sequential N] [--rate R] [--duration D] [--database-url URL] [--mozi PATH]",
 		summary: "latency from a webhook received to its agent's process started, through a real mozi serve"},
+	{name: "history", args: "[--scale S] [--runs N] [--only TEXT] [--keep DIR | --database-url URL]",
+		summary: "the ticker's periodic queries, the /metrics scrape and the list commands on a database with a year of history, against one with the same live state alone"},
 }
 
-const benchUsage = `Usage: mozi-bench intake|dispatch|e2e [flags]
+const benchUsage = `Usage: mozi-bench intake|dispatch|e2e|history [flags]
 
   intake    signed deliveries accepted durably per second through the real
             HTTP handler, next to single-row INSERTs of the same body into the
@@ -59,9 +63,15 @@ const benchUsage = `Usage: mozi-bench intake|dispatch|e2e [flags]
   e2e       latency from a webhook received to its agent's process started,
             through a real mozi serve (--mozi PATH, else a mozi next to
             mozi-bench, else on PATH, else built from the source tree)
+  history   the ticker's periodic queries, the /metrics scrape and the list
+            commands on a database filled with a year of history (1M
+            finished tasks, 1.2M attempts, 1M processed deliveries, 200k
+            issues, 68k pull requests) and on one with the same live state
+            alone, alternating, as medians and their ratio
 
 Each benchmark starts its own PostgreSQL (default settings, durable commits)
-in a temporary directory, or uses --database-url.`
+in a temporary directory, or uses --database-url (history creates two
+databases there).`
 
 // benchDatabase is a fresh, migrated database for one benchmark run.
 type benchDatabase struct {

@@ -47,6 +47,8 @@ func TestBenchCommandsRun(t *testing.T) {
 			[]string{"claim only", "claim + complete, no-op runner", "full spawn path, /bin/true agent"}},
 		{[]string{"e2e", "--sequential", "3", "--rate", "5", "--duration", "1s"},
 			[]string{"one at a time", "5/s for 1s", mozi}},
+		{[]string{"history", "--scale", "0.001", "--runs", "1"},
+			[]string{"DueRounds", "GET /metrics (whole scrape)", "mozi deliveries --failed", "mozi_history_filled: filled"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestBenchUsage(t *testing.T) {
 		wantErr  string
 		exitCode int
 	}{
-		{name: "help", args: []string{"--help"}, wantOut: "Usage: mozi-bench intake|dispatch|e2e"},
+		{name: "help", args: []string{"--help"}, wantOut: "Usage: mozi-bench intake|dispatch|e2e|history"},
 		{name: "a benchmark's help", args: []string{"e2e", "--help"}, wantOut: "-mozi"},
 		{name: "no benchmark", args: nil, wantErr: "bench needs a benchmark name", exitCode: 2},
 		{name: "unknown benchmark", args: []string{"claim"}, wantErr: `unknown benchmark "claim"`, exitCode: 2},

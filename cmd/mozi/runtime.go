@@ -100,7 +100,8 @@ func newWorkspaces(cfg *config.Config, stateDir string, runAs *syscall.Credentia
 	}
 	return workspace.New(workspace.Config{Root: root, RemoteURL: remote,
 		Token: cfg.Gitea.Token.Value(), KeepFinished: cfg.Workspace.KeepFinished,
-		DiskBudget: int64(cfg.Workspace.DiskBudget), Owner: owner, Logger: logger})
+		DiskBudget: int64(cfg.Workspace.DiskBudget), CheckoutsPerRepo: cfg.Workspace.CheckoutsPerRepo,
+		Owner: owner, Logger: logger})
 }
 
 // hiddenPaths are what sandboxed agents must not see besides mozi's state

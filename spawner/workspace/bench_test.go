@@ -217,3 +217,79 @@ func fileBytes(dir string) int64 {
 	})
 	return n
 }
+
+// BenchmarkFourCheckoutsOfOneRepository prepares at once the worktrees of
+// four tasks of one repository (mirrored already, each task on its new
+// branch) and reports when the first and when the last is ready: when the
+// first and the last agent can start. Checkouts per repository capped at
+// 1, at 2, and not capped (mozi before the cap) run in turns in each
+// iteration, so that all three see the same machine load.
+func BenchmarkFourCheckoutsOfOneRepository(b *testing.B) {
+	remote := bigRepo(b)
+	ctx := context.Background()
+	caps := []struct {
+		name string
+		cap  int
+	}{{"cap1", 1}, {"cap2", 2}, {"nocap", -1}}
+	managers := make([]*workspace.Manager, len(caps))
+	for i, c := range caps {
+		mgr, err := workspace.New(workspace.Config{Root: b.TempDir(), CheckoutsPerRepo: c.cap,
+			RemoteURL: func(string) (string, error) { return remote, nil }, KeepFinished: time.Nanosecond})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := mgr.Prepare(ctx, workspace.Request{TaskID: 1, Repo: "acme/big", Mode: workspace.Detached}); err != nil {
+			b.Fatal(err)
+		}
+		mgr.Done(1)
+		managers[i] = mgr
+	}
+	first, last := make([][]time.Duration, len(caps)), make([][]time.Duration, len(caps))
+	id := int64(1)
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range caps {
+			k := (i + j) % len(caps)
+			mgr := managers[k]
+			ready := make([]time.Duration, 4)
+			var wg sync.WaitGroup
+			start := time.Now()
+			for t := range ready {
+				id++
+				taskID := id
+				wg.Go(func() {
+					if _, err := mgr.Prepare(ctx, workspace.Request{TaskID: taskID, Repo: "acme/big",
+						Mode: workspace.NewBranch, Branch: fmt.Sprintf("fix/%d-bench", taskID)}); err != nil {
+						b.Error(err)
+					}
+					ready[t] = time.Since(start)
+					mgr.Done(taskID)
+				})
+			}
+			wg.Wait()
+			slices.Sort(ready)
+			first[k], last[k] = append(first[k], ready[0]), append(last[k], ready[3])
+			b.StopTimer()
+			if _, err := mgr.Sweep(ctx, allFinished{}); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	for k, c := range caps {
+		b.ReportMetric(median(first[k]).Seconds()*1000, c.name+"-first-ms")
+		b.ReportMetric(median(last[k]).Seconds()*1000, c.name+"-last-ms")
+	}
+}
+
+// allFinished says every task finished long ago: the sweep removes every
+// idle worktree.
+type allFinished struct{}
+
+func (allFinished) TaskEnds(_ context.Context, ids []int64) (map[int64]workspace.TaskEnd, error) {
+	out := make(map[int64]workspace.TaskEnd, len(ids))
+	for _, id := range ids {
+		out[id] = workspace.TaskEnd{Terminal: true}
+	}
+	return out, nil
+}

@@ -14,6 +14,10 @@
 //     request began reuses it.
 //   - One worktree per task, reused by the task's retries (with the
 //     previous attempt's changes), never by another task.
+//   - At most Config.CheckoutsPerRepo new worktrees of one repository
+//     check their files out at once; the others wait their turn, in the
+//     order they asked (the bookkeeping before it is serialised by the
+//     repository's lock anyway).
 //   - One branch has at most one live writer in this process: a request
 //     for a branch another running task has checked out fails with
 //     ErrBranchBusy; an idle worktree holding it is detached first.
@@ -105,6 +109,10 @@ const DefaultKeepFinished = time.Hour
 // DefaultSweepEvery is how often finished tasks' worktrees are looked for.
 const DefaultSweepEvery = time.Minute
 
+// DefaultCheckoutsPerRepo is how many worktrees of one repository check
+// their files out at once.
+const DefaultCheckoutsPerRepo = 1
+
 // Config configures a Manager.
 type Config struct {
 	// Root holds mirrors/ and trees/ (required).
@@ -121,6 +129,13 @@ type Config struct {
 	// DiskBudget caps the disk all worktrees use, in bytes; over it, the
 	// worktrees of finished tasks are removed oldest first (0: no cap).
 	DiskBudget int64
+	// CheckoutsPerRepo caps the new worktrees of one repository whose
+	// files are checked out at once; the others wait their turn, first
+	// come first served (default DefaultCheckoutsPerRepo, 1; negative: no
+	// cap). Checkouts started together share the machine and end together,
+	// so no agent could start before the last one ended; in turns, the
+	// first agent starts after one checkout.
+	CheckoutsPerRepo int
 	// Owner, when set, owns the files and runs git (mozi as root).
 	Owner *Owner
 	// Git is the git binary (default "git").
@@ -143,6 +158,31 @@ type repoState struct {
 	mu sync.Mutex
 	// fetchedFrom is when the latest successful fetch started.
 	fetchedFrom time.Time
+	// checkouts holds a token per checkout running (nil: no cap); a
+	// checkout waits to put its own.
+	checkouts chan struct{}
+}
+
+// checkoutTurn waits for the repository's turn to check files out for
+// req and returns what ends the turn; ctx ending first gives up the wait.
+func (m *Manager) checkoutTurn(ctx context.Context, rs *repoState, req Request) (func(), error) {
+	if rs.checkouts == nil {
+		return func() {}, nil
+	}
+	done := func() { <-rs.checkouts }
+	select {
+	case rs.checkouts <- struct{}{}:
+		return done, nil
+	default:
+	}
+	m.cfg.Logger.Debug("checkout waits for its turn", "repo", req.Repo, "task_id", req.TaskID,
+		"checkouts_per_repo", m.cfg.CheckoutsPerRepo)
+	select {
+	case rs.checkouts <- struct{}{}:
+		return done, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a checkout of the repository: %w", context.Cause(ctx))
+	}
 }
 
 type activeRun struct {
@@ -164,6 +204,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Git == "" {
 		cfg.Git = "git"
+	}
+	if cfg.CheckoutsPerRepo == 0 {
+		cfg.CheckoutsPerRepo = DefaultCheckoutsPerRepo
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -205,6 +248,9 @@ func (m *Manager) repo(name string) *repoState {
 	rs, ok := m.repos[name]
 	if !ok {
 		rs = &repoState{}
+		if m.cfg.CheckoutsPerRepo > 0 {
+			rs.checkouts = make(chan struct{}, m.cfg.CheckoutsPerRepo)
+		}
 		m.repos[name] = rs
 	}
 	return rs
@@ -281,10 +327,18 @@ func (m *Manager) prepare(ctx context.Context, req Request) (Workspace, error) {
 		return Workspace{}, err
 	}
 	// Checking out thousands of files needs no lock on the mirror: other
-	// tasks of the repository prepare meanwhile.
+	// tasks of the repository prepare meanwhile, and check out in turns
+	// (Config.CheckoutsPerRepo).
 	if populate {
-		if _, err := m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard")); err != nil {
-			_ = m.removeTree(ctx, req.Repo, dir)
+		done, err := m.checkoutTurn(ctx, rs, req)
+		if err == nil {
+			_, err = m.git.run(ctx, m.inTree(mirror, dir, "reset", "-q", "--hard"))
+			done()
+		}
+		if err != nil {
+			// Also when the run was stopped: a worktree left registered
+			// without its directory would refuse the task's next run.
+			_ = m.removeTree(context.WithoutCancel(ctx), req.Repo, dir)
 			return Workspace{}, classifyLocal(fmt.Errorf("check out %s: %w", dir, err))
 		}
 	}

@@ -1,7 +1,9 @@
 package workspace_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -687,4 +689,185 @@ func TestBranchNamesAreChecked(t *testing.T) {
 		_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 1, Repo: "acme/widget", Mode: workspace.Detached, Ref: bad})
 		assert.ErrorContains(t, err, "is not a branch or commit", "%q", bad)
 	}
+}
+
+// gatedGit is a git whose checkouts (reset --hard in a new worktree) each
+// wait for the file go in dir before running, and that leaves in dir
+// started.<pid> and done.<pid> for each checkout, and booked.<pid> when a
+// worktree is added (the last step before its checkout).
+func gatedGit(t *testing.T, dir string) string {
+	t.Helper()
+	gitPath, err := exec.LookPath("git")
+	require.NoError(t, err)
+	// A failed test opens the gate, so no checkout waits past its end.
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "go"), nil, 0o644) })
+	fake := filepath.Join(t.TempDir(), "git")
+	script := `#!/bin/sh
+case " $* " in
+*" reset -q --hard "*)
+	touch "` + dir + `/started.$$"
+	n=0
+	while [ ! -e "` + dir + `/go" ]; do
+		# The test is gone (its directory removed) or stuck: never outlive it.
+		[ -d "` + dir + `" ] && [ $n -lt 6000 ] || exit 1
+		n=$((n+1)); sleep 0.01
+	done
+	` + gitPath + ` "$@"; rc=$?
+	touch "` + dir + `/done.$$"
+	exit $rc;;
+*" worktree add "*)
+	` + gitPath + ` "$@"; rc=$?
+	touch "` + dir + `/booked.$$"
+	exit $rc;;
+esac
+exec ` + gitPath + ` "$@"
+`
+	require.NoError(t, os.WriteFile(fake, []byte(script), 0o755))
+	return fake
+}
+
+// booked counts the worktrees added, whose checkout may start.
+func booked(t *testing.T, dir string) int {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(dir, "booked.*"))
+	require.NoError(t, err)
+	return len(matches)
+}
+
+// checkouts counts the checkouts started and not finished in dir.
+func checkouts(t *testing.T, dir string) (running, started int) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		switch {
+		case strings.HasPrefix(e.Name(), "started."):
+			started++
+			running++
+		case strings.HasPrefix(e.Name(), "done."):
+			running--
+		}
+	}
+	return running, started
+}
+
+// Worktrees of one repository check their files out in turns: with a cap
+// of n, the n first run and the others wait until one is done; all get
+// their worktree. Without a cap, all run at once.
+func TestCheckoutsOfARepositoryTakeTurns(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		cap      int
+		together int // checkouts that run at once, of three
+	}{
+		{"one at a time (the default)", 0, 1},
+		{"two at a time", 2, 2},
+		{"no cap", -1, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gate := t.TempDir()
+			f := setup(t, func(c *workspace.Config) { c.Git, c.CheckoutsPerRepo = gatedGit(t, gate), tt.cap })
+			require.NoError(t, os.WriteFile(filepath.Join(gate, "go"), nil, 0o644))
+			f.prepare(t, workspace.Request{TaskID: 1, Mode: workspace.Detached}) // the mirror
+			f.mgr.Done(1)
+			require.NoError(t, os.Remove(filepath.Join(gate, "go")))
+
+			errs := make(chan error, 3)
+			for id := int64(2); id <= 4; id++ {
+				go func() {
+					_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: id, Repo: "acme/widget",
+						Mode: workspace.NewBranch, Branch: fmt.Sprintf("fix/%d-turns", id)})
+					errs <- err
+				}()
+			}
+			// Every worktree is added and may check out: the first ones do,
+			// the others wait for their turn.
+			require.Eventually(t, func() bool { return booked(t, gate) == 1+3 }, 30*time.Second, 10*time.Millisecond,
+				"the mirror's worktree and the three new ones are added")
+			require.Eventually(t, func() bool { _, started := checkouts(t, gate); return started == tt.together+1 },
+				10*time.Second, 10*time.Millisecond, "%d checkouts start at once", tt.together)
+			require.Never(t, func() bool { _, started := checkouts(t, gate); return started > tt.together+1 },
+				500*time.Millisecond, 10*time.Millisecond, "no more than %d checkouts run at once", tt.together)
+
+			require.NoError(t, os.WriteFile(filepath.Join(gate, "go"), nil, 0o644))
+			for range 3 {
+				require.NoError(t, <-errs)
+			}
+			running, started := checkouts(t, gate)
+			assert.Equal(t, 4, started, "every worktree was checked out")
+			assert.Zero(t, running)
+			for id := int64(2); id <= 4; id++ {
+				assert.FileExists(t, filepath.Join(f.mgr.TreePath("acme/widget", id), "README.md"))
+			}
+		})
+	}
+}
+
+// A run stopped while its checkout waits for its turn gives up the wait
+// and leaves no half-made worktree: the task's next run starts afresh.
+func TestCheckoutWaitEndsWithTheRun(t *testing.T) {
+	t.Parallel()
+	gate := t.TempDir()
+	var logs syncBuffer
+	f := setup(t, func(c *workspace.Config) {
+		c.Git = gatedGit(t, gate)
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(gate, "go"), nil, 0o644))
+	f.prepare(t, workspace.Request{TaskID: 1, Mode: workspace.Detached})
+	f.mgr.Done(1)
+	require.NoError(t, os.Remove(filepath.Join(gate, "go")))
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.mgr.Prepare(context.Background(), workspace.Request{TaskID: 2, Repo: "acme/widget", Mode: workspace.Detached})
+		first <- err
+	}()
+	require.Eventually(t, func() bool { _, started := checkouts(t, gate); return started == 2 }, 10*time.Second, 10*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := make(chan error, 1)
+	req := workspace.Request{TaskID: 3, Repo: "acme/widget", Mode: workspace.NewBranch, Branch: "fix/3-stopped"}
+	go func() {
+		_, err := f.mgr.Prepare(ctx, req)
+		waiting <- err
+	}()
+	// Its worktree added, it waits for the turn task 2 holds.
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "checkout waits for its turn") && strings.Contains(logs.String(), "task_id=3")
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	err := <-waiting
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "wait for a checkout")
+	assert.NoDirExists(t, f.mgr.TreePath("acme/widget", 3))
+	_, started := checkouts(t, gate)
+	assert.Equal(t, 2, started, "the stopped run never checked out")
+
+	require.NoError(t, os.WriteFile(filepath.Join(gate, "go"), nil, 0o644))
+	require.NoError(t, <-first)
+	ws := f.prepare(t, req)
+	assert.False(t, ws.Reused)
+	assert.FileExists(t, filepath.Join(ws.Dir, "README.md"))
+}
+
+// syncBuffer is a bytes.Buffer for a logger and a test reading it at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -252,6 +252,11 @@ type Workspace struct {
 	// DiskBudget caps the disk all worktrees use (e.g. 20GiB); over it,
 	// finished tasks' worktrees are removed oldest first (default: no cap).
 	DiskBudget ByteSize `yaml:"disk_budget"`
+	// CheckoutsPerRepo is how many new worktrees of one repository check
+	// their files out at once; the others wait their turn, so the first
+	// agent starts after one checkout, not after all of them (default 1;
+	// -1: no cap).
+	CheckoutsPerRepo int `yaml:"checkouts_per_repo"`
 }
 
 // Sandbox configures how sandboxed agents run.
@@ -585,6 +590,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, workspace.DefaultKeepFinished)
 	c.Workspace.SweepEvery = cmp.Or(c.Workspace.SweepEvery, workspace.DefaultSweepEvery)
+	c.Workspace.CheckoutsPerRepo = cmp.Or(c.Workspace.CheckoutsPerRepo, workspace.DefaultCheckoutsPerRepo)
 	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
 	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
 }
@@ -716,6 +722,9 @@ func (c *Config) validateGitea(p *problems) {
 		} else if !strings.Contains(r, "{repo}") {
 			p.add("workspace.remote", "%q has no {repo} (owner/name) in it", r)
 		}
+	}
+	if n := c.Workspace.CheckoutsPerRepo; n < 1 && n != -1 {
+		p.add("workspace.checkouts_per_repo", "must be at least 1, or -1 for no cap, got %d", n)
 	}
 	for i, r := range c.Gitea.Repos {
 		if owner, name, ok := strings.Cut(r, "/"); !ok || owner == "" || name == "" || strings.ContainsAny(name, "/ ") {

@@ -130,6 +130,11 @@ func TestLoadErrorsNameFileLineAndKey(t *testing.T) {
 			want: `mozi.yaml:2: workspace.remote: "https://gitea.example/acme/widget.git" has no {repo} (owner/name) in it`,
 		},
 		{
+			name: "checkouts per repository",
+			body: "workspace:\n  checkouts_per_repo: -2\n",
+			want: `mozi.yaml:2: workspace.checkouts_per_repo: must be at least 1, or -1 for no cap, got -2`,
+		},
+		{
 			name: "unknown sandbox",
 			body: "agents:\n  - {login: a, preset: codex, sandbox: docker}\n",
 			want: `mozi.yaml:2: agents[0].sandbox: "docker" is not bwrap or none`,

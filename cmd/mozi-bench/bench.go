@@ -37,6 +37,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return benchE2E(ctx, e, args[1:])
 	case "history":
 		return benchHistory(ctx, e, args[1:])
+	case "bigbodies":
+		return benchBigBodies(ctx, e, args[1:])
 	}
 	return usagef("unknown benchmark %q\n%s", args[0], benchUsage)
 }
@@ -51,9 +53,11 @@ var benchCommands = []command{
 		summary: "latency from a webhook received to its agent's process started, through a real mozi serve"},
 	{name: "history", args: "[--scale S] [--runs N] [--only TEXT] [--keep DIR | --database-url URL]",
 		summary: "the ticker's periodic queries, the /metrics scrape and the list commands on a database with a year of history, against one with the same live state alone"},
+	{name: "bigbodies", args: "[--webhooks N] [--body-bytes B] [--settle D] [--concurrency N] [--database-url URL] [--mozi PATH]",
+		summary: "the memory of a real mozi serve (peak RSS, RSS after, bytes allocated per body byte) when issue webhooks with huge bodies arrive at once and their prompts are built"},
 }
 
-const benchUsage = `Usage: mozi-bench intake|dispatch|e2e|history [flags]
+const benchUsage = `Usage: mozi-bench intake|dispatch|e2e|history|bigbodies [flags]
 
   intake    signed deliveries accepted durably per second through the real
             HTTP handler, next to single-row INSERTs of the same body into the
@@ -68,6 +72,10 @@ const benchUsage = `Usage: mozi-bench intake|dispatch|e2e|history [flags]
             finished tasks, 1.2M attempts, 1M processed deliveries, 200k
             issues, 68k pull requests) and on one with the same live state
             alone, alternating, as medians and their ratio
+  bigbodies the memory of a real mozi serve (peak RSS, RSS when the last
+            agent started and after --settle, bytes allocated per body byte)
+            when twenty issue webhooks with 9 MB bodies arrive at once, are
+            made tasks and their prompts built
 
 Each benchmark starts its own PostgreSQL (default settings, durable commits)
 in a temporary directory, or uses --database-url (history creates two

@@ -49,6 +49,8 @@ func TestBenchCommandsRun(t *testing.T) {
 			[]string{"one at a time", "5/s for 1s", mozi}},
 		{[]string{"history", "--scale", "0.001", "--runs", "1"},
 			[]string{"DueRounds", "GET /metrics (whole scrape)", "mozi deliveries --failed", "mozi_history_filled: filled"}},
+		{[]string{"bigbodies", "--webhooks", "2", "--body-bytes", "200000", "--settle", "1s", "--concurrency", "2"},
+			[]string{"peak RSS (VmHWM)", "RSS 1s later", "allocated per body byte", "body bytes in each prompt", mozi}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args[0], func(t *testing.T) {
@@ -72,7 +74,7 @@ func TestBenchUsage(t *testing.T) {
 		wantErr  string
 		exitCode int
 	}{
-		{name: "help", args: []string{"--help"}, wantOut: "Usage: mozi-bench intake|dispatch|e2e|history"},
+		{name: "help", args: []string{"--help"}, wantOut: "Usage: mozi-bench intake|dispatch|e2e|history|bigbodies"},
 		{name: "a benchmark's help", args: []string{"e2e", "--help"}, wantOut: "-mozi"},
 		{name: "no benchmark", args: nil, wantErr: "bench needs a benchmark name", exitCode: 2},
 		{name: "unknown benchmark", args: []string{"claim"}, wantErr: `unknown benchmark "claim"`, exitCode: 2},

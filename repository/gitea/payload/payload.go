@@ -187,6 +187,10 @@ type Event struct {
 	Review            *Review            // review
 	Status            *task.CommitStatus // status, workflow_run (as a status of its head commit)
 	RequestedReviewer string             // pull_request review_requested
+
+	// issueBodyDigest is the SHA-256 of the issue's whole body when
+	// Issue.Body holds only what mozi keeps of it (task.CapBody).
+	issueBodyDigest []byte
 }
 
 // Parse decodes a delivery of the given kind. It uses the JSON v2
@@ -208,6 +212,7 @@ func Parse(kind Kind, body []byte) (Event, error) {
 			return Event{}, errors.New("issues payload without issue")
 		}
 		ev.Issue = w.Issue.normalise(ev.Repo)
+		ev.issueBodyDigest = w.Issue.Body.digest
 		if ev.Issue.Number <= 0 || ev.Issue.Number > maxNumber {
 			return Event{}, fmt.Errorf("issue number %d is out of range", ev.Issue.Number)
 		}
@@ -284,6 +289,13 @@ func verdict(reviewType string) string {
 // (updated_at, comment or status id) plus a digest of the state the event
 // reports, because Gitea's timestamps have one-second resolution and two
 // real events can share one (the recordings assign twice in one second).
+//
+// The digest covers the parts of the version joined by NUL, streamed into
+// the hash rather than joined (a body can be megabytes). An issue body
+// longer than what mozi keeps counts as its own SHA-256, marked by a NUL
+// that no cleaned text holds: the key still tells apart bodies that differ
+// only past the cut, and bodies short enough to keep hash as they always
+// did, so keys stored before stay valid.
 func (e Event) SemanticKey() string {
 	var object string
 	var version []string
@@ -291,7 +303,11 @@ func (e Event) SemanticKey() string {
 	case KindIssue:
 		i := e.Issue
 		object = "issue#" + strconv.Itoa(i.Number)
-		version = []string{stamp(i.UpdatedAt), i.State, i.Title, i.Body,
+		body := i.Body
+		if e.issueBodyDigest != nil {
+			body = "\x00sha256:" + hex.EncodeToString(e.issueBodyDigest)
+		}
+		version = []string{stamp(i.UpdatedAt), i.State, i.Title, body,
 			strings.Join(sorted(i.Labels), ","), strings.Join(sorted(i.Assignees), ","), e.Sender}
 	case KindIssueComment:
 		object = "issue#" + strconv.Itoa(e.Issue.Number) + "/comment#" + strconv.FormatInt(e.Comment.ID, 10)
@@ -311,8 +327,21 @@ func (e Event) SemanticKey() string {
 	default:
 		return ""
 	}
-	sum := sha256.Sum256([]byte(strings.Join(version, "\x00")))
-	return fmt.Sprintf("%s:%s:%s:%s:%s", e.Repo, e.Kind, e.Action, object, hex.EncodeToString(sum[:12]))
+	h := sha256.New()
+	// Through one small buffer: the hash has no WriteString, and
+	// converting a long part would copy it whole.
+	buf := make([]byte, 4<<10)
+	for i, part := range version {
+		if i > 0 {
+			h.Write([]byte{0})
+		}
+		for len(part) > 0 {
+			n := copy(buf, part)
+			h.Write(buf[:n])
+			part = part[n:]
+		}
+	}
+	return fmt.Sprintf("%s:%s:%s:%s:%s", e.Repo, e.Kind, e.Action, object, hex.EncodeToString(h.Sum(nil)[:12]))
 }
 
 func stamp(t time.Time) string {

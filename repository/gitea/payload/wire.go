@@ -42,7 +42,7 @@ type wireLabel struct {
 type wireIssue struct {
 	Number      int         `json:"number"`
 	Title       string      `json:"title"`
-	Body        string      `json:"body"`
+	Body        wireText    `json:"body"`
 	State       string      `json:"state"`
 	User        *wireUser   `json:"user"`
 	Labels      []wireLabel `json:"labels"`
@@ -55,7 +55,7 @@ type wireIssue struct {
 
 func (w *wireIssue) normalise(repo string) *task.Issue {
 	i := &task.Issue{
-		Repo: repo, Number: w.Number, Title: Clean(w.Title), Body: Clean(w.Body), State: strings.ToLower(w.State),
+		Repo: repo, Number: w.Number, Title: Clean(w.Title), Body: w.Body.text, State: strings.ToLower(w.State),
 		Author: w.User.login(), IsPull: w.PullRequest != nil,
 		CreatedAt: gitTime(w.CreatedAt), UpdatedAt: gitTime(w.UpdatedAt), ClosedAt: gitTime(w.ClosedAt),
 	}

@@ -48,7 +48,8 @@ func (q *Queries) Issue(ctx context.Context, repo string, number int) (task.Issu
 	return i, nil
 }
 
-// SaveIssue writes the whole cached issue (insert or replace).
+// SaveIssue writes the whole cached issue (insert or replace), its body as
+// task.CapBody keeps it.
 func (q *Queries) SaveIssue(ctx context.Context, i task.Issue) error {
 	labels, assignees := nonNil(i.Labels), nonNil(i.Assignees)
 	depends := i.DependsOn
@@ -69,7 +70,7 @@ func (q *Queries) SaveIssue(ctx context.Context, i task.Issue) error {
 			closed_at = EXCLUDED.closed_at, closed_by = EXCLUDED.closed_by,
 			discussion_due_at = EXCLUDED.discussion_due_at, discussed_at = EXCLUDED.discussed_at,
 			synced_at = now()`,
-		i.Repo, i.Number, i.IsPull, i.Title, i.Body, state, i.Author, labels, assignees,
+		i.Repo, i.Number, i.IsPull, i.Title, task.CapBody(i.Body), state, i.Author, labels, assignees,
 		nullInt(i.ParentIssue), depends, nullTime(i.CreatedAt), nullTime(i.UpdatedAt),
 		nullTime(i.ClosedAt), i.ClosedBy, nullTime(i.DiscussionDueAt), nullTime(i.DiscussedAt))
 	if err != nil {
@@ -266,11 +267,11 @@ func (q *Queries) SubIssues(ctx context.Context, repo string, parent int) ([]tas
 }
 
 // RefreshIssueCopy replaces a task's copy of its issue (body, updated_at,
-// title and labels) with a newer one.
+// title and labels) with a newer one, its body as task.CapBody keeps it.
 func (q *Queries) RefreshIssueCopy(ctx context.Context, id int64, issue task.Issue) error {
 	if _, err := q.db.Exec(ctx, `UPDATE task_state SET issue_body_cache = $2, issue_updated_at = $3,
 			daemon_meta = daemon_meta || jsonb_build_object('title', $4::text, 'labels', to_jsonb($5::text[]))
-		WHERE id = $1`, id, issue.Body, issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
+		WHERE id = $1`, id, task.CapBody(issue.Body), issue.UpdatedAt, issue.Title, nonNil(issue.Labels)); err != nil {
 		return fmt.Errorf("refresh task %d's copy of its issue: %w", id, err)
 	}
 	return nil

@@ -36,7 +36,7 @@ type NewTask struct {
 	MaxRetries     int // 0: DefaultMaxRetries; NoRetries: none
 	DependsOn      []int
 	Meta           task.Meta
-	IssueBody      string
+	IssueBody      string // kept as task.CapBody keeps it
 	IssueUpdatedAt time.Time
 	DedupeKey      string
 	HopCount       int
@@ -78,6 +78,10 @@ const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_typ
 // commit (LockCommit), then issues (LockIssue).
 const lockInOrder = `ORDER BY id FOR UPDATE`
 
+// createdTaskColumns is what CreateTask reads back: the row but its copy
+// of the issue body, which the caller already has.
+var createdTaskColumns = strings.Replace(taskColumns, "issue_body_cache", "''::text", 1)
+
 // CreateTask inserts a pending task. It returns ErrDuplicateTask when the
 // database refuses it as a second live task or a repeated dedupe key.
 func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) {
@@ -99,6 +103,7 @@ func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) 
 	if depends == nil {
 		depends = []int{}
 	}
+	body := task.CapBody(n.IssueBody)
 	row := q.db.QueryRow(ctx, `
 		INSERT INTO task_state (repo, issue_number, pr_number, parent_issue, action_type,
 			business_type, agent, max_retries, priority, depends_on, daemon_meta,
@@ -106,10 +111,10 @@ func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) 
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 			COALESCE($16, now()))
 		ON CONFLICT DO NOTHING
-		RETURNING `+taskColumns,
+		RETURNING `+createdTaskColumns,
 		n.Repo, n.IssueNumber, nullInt(n.PRNumber), nullInt(n.ParentIssue), string(n.ActionType),
 		string(n.BusinessType), n.Agent, maxRetries, n.Priority, depends, meta,
-		n.IssueBody, nullTime(n.IssueUpdatedAt), nullString(n.DedupeKey), n.HopCount,
+		body, nullTime(n.IssueUpdatedAt), nullString(n.DedupeKey), n.HopCount,
 		nullTime(n.NotBefore))
 	t, err := scanTask(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -119,6 +124,7 @@ func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) 
 	if err != nil {
 		return task.Task{}, fmt.Errorf("create %s task for %s#%d: %w", n.ActionType, n.Repo, n.IssueNumber, err)
 	}
+	t.IssueBodyCache = body
 	return t, nil
 }
 

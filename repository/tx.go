@@ -193,7 +193,7 @@ type IssueFacts struct {
 	Priority     int
 	ParentIssue  int
 	DependsOn    []int
-	Body         string
+	Body         string // kept as task.CapBody keeps it
 	UpdatedAt    time.Time
 	Title        string
 	Labels       []string
@@ -218,7 +218,7 @@ func (q *Queries) RefreshLiveTasks(ctx context.Context, repo string, number int,
 		WHERE id IN (SELECT id FROM task_state
 			WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
 			`+lockInOrder+`)`,
-		repo, number, string(f.BusinessType), f.Priority, nullInt(f.ParentIssue), depends, f.Body,
+		repo, number, string(f.BusinessType), f.Priority, nullInt(f.ParentIssue), depends, task.CapBody(f.Body),
 		nullTime(f.UpdatedAt), f.Title, labels)
 	if err != nil {
 		return fmt.Errorf("refresh live tasks of %s#%d: %w", repo, number, err)

@@ -212,7 +212,7 @@ func (g *Client) FetchIssue(ctx context.Context, repo string, number int) (task.
 }
 
 func issueFromSDK(repo string, gi *sdk.Issue) task.Issue {
-	i := task.Issue{Repo: repo, Number: int(gi.Index), Title: gi.Title, Body: gi.Body,
+	i := task.Issue{Repo: repo, Number: int(gi.Index), Title: gi.Title, Body: task.CapBody(gi.Body),
 		State: string(gi.State), IsPull: gi.PullRequest != nil,
 		CreatedAt: gi.Created.UTC(), UpdatedAt: gi.Updated.UTC()}
 	if gi.Poster != nil {

@@ -16,15 +16,21 @@ type DeliveryInserter interface {
 
 // committer is the intake's group commit. A request whose delivery finds
 // fewer than maxInflight commits running leads one itself, taking along
-// every delivery queued by then; otherwise it queues and waits for a
-// leader. Alone, a delivery is committed by its own goroutine at once (no
-// hand-off to wake); under load one commit (one WAL flush) acknowledges
-// many deliveries.
+// the deliveries queued by then (up to maxBatch of them and maxBatchBytes
+// of bodies); otherwise it queues and waits for a leader. Alone, a
+// delivery is committed by its own goroutine at once (no hand-off to
+// wake); under load one commit (one WAL flush) acknowledges many
+// deliveries.
 type committer struct {
-	store       DeliveryInserter
-	maxBatch    int
-	maxInflight int
-	metrics     *Metrics
+	store    DeliveryInserter
+	maxBatch int
+	// maxBatchBytes bounds the bodies of one commit (one always goes):
+	// the driver encodes a statement's parameters into one buffer, which
+	// it keeps until the connection's next statement, so twenty 9 MB
+	// bodies in one commit would cost hundreds of megabytes.
+	maxBatchBytes int
+	maxInflight   int
+	metrics       *Metrics
 
 	mu       sync.Mutex
 	queue    []*pendingDelivery
@@ -46,9 +52,9 @@ type commitResult struct {
 
 var errIntakeStopped = errors.New("intake is shutting down")
 
-func newCommitter(store DeliveryInserter, maxInflight, maxBatch int, metrics *Metrics) *committer {
-	c := &committer{store: store, maxBatch: maxBatch, maxInflight: maxInflight, metrics: metrics,
-		ctx: context.Background()}
+func newCommitter(store DeliveryInserter, maxInflight, maxBatch, maxBatchBytes int, metrics *Metrics) *committer {
+	c := &committer{store: store, maxBatch: maxBatch, maxBatchBytes: maxBatchBytes, maxInflight: maxInflight,
+		metrics: metrics, ctx: context.Background()}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -122,7 +128,11 @@ func (c *committer) lead(own *pendingDelivery) {
 			c.mu.Unlock()
 			return
 		}
-		n := min(len(c.queue), c.maxBatch)
+		n, size := 1, len(c.queue[0].d.Body)
+		for n < min(len(c.queue), c.maxBatch) && size+len(c.queue[n].d.Body) <= c.maxBatchBytes {
+			size += len(c.queue[n].d.Body)
+			n++
+		}
 		batch := make([]*pendingDelivery, n)
 		copy(batch, c.queue)
 		c.queue = append(c.queue[:0], c.queue[n:]...)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
@@ -25,9 +26,11 @@ const Path = "/webhooks/gitea"
 
 // Defaults of IntakeConfig.
 const (
-	DefaultMaxBodyBytes = 10 << 20
-	DefaultWriters      = 4
-	DefaultMaxBatch     = 256
+	DefaultMaxBodyBytes    = 10 << 20
+	DefaultMaxPendingBytes = 64 << 20
+	DefaultWriters         = 4
+	DefaultMaxBatch        = 256
+	DefaultMaxBatchBytes   = 4 << 20
 )
 
 // IntakeConfig configures the HTTP intake.
@@ -40,13 +43,21 @@ type IntakeConfig struct {
 	// MaxBodyBytes rejects larger bodies with 413 (default
 	// DefaultMaxBodyBytes, 10 MiB).
 	MaxBodyBytes int64
-	// Writers caps the commits running at once and MaxBatch the
-	// deliveries per commit (defaults DefaultWriters and DefaultMaxBatch,
-	// 4 and 256).
-	Writers  int
-	MaxBatch int
-	Logger   *slog.Logger
-	Metrics  *Metrics
+	// MaxPendingBytes bounds the bodies being read and stored at once
+	// (by Content-Length; MaxBodyBytes when a request has none): a
+	// request that would exceed it waits before its body is read, so a
+	// burst of huge deliveries cannot take mozi's memory (default
+	// DefaultMaxPendingBytes, 64 MiB; at least MaxBodyBytes).
+	MaxPendingBytes int64
+	// Writers caps the commits running at once; MaxBatch and
+	// MaxBatchBytes bound the deliveries and body bytes of one commit
+	// (defaults DefaultWriters, DefaultMaxBatch and DefaultMaxBatchBytes:
+	// 4, 256 and 4 MiB).
+	Writers       int
+	MaxBatch      int
+	MaxBatchBytes int
+	Logger        *slog.Logger
+	Metrics       *Metrics
 	// OnAccepted is called after a new delivery that needs processing is
 	// committed (the inbox processor's wake-up).
 	OnAccepted func()
@@ -58,6 +69,7 @@ type Intake struct {
 	cfg       IntakeConfig
 	secrets   [][]byte
 	committer *committer
+	pending   *semaphore.Weighted // body bytes being read or stored
 }
 
 // NewIntake builds the endpoint; Start must run before it serves.
@@ -68,11 +80,19 @@ func NewIntake(store DeliveryInserter, cfg IntakeConfig) (*Intake, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	// A body the limit could never admit would wait for ever.
+	cfg.MaxPendingBytes = max(cfg.MaxPendingBytes, cfg.MaxBodyBytes)
 	if cfg.Writers <= 0 {
 		cfg.Writers = DefaultWriters
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -86,7 +106,8 @@ func NewIntake(store DeliveryInserter, cfg IntakeConfig) (*Intake, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	in := &Intake{cfg: cfg, committer: newCommitter(store, cfg.Writers, cfg.MaxBatch, cfg.Metrics)}
+	in := &Intake{cfg: cfg, committer: newCommitter(store, cfg.Writers, cfg.MaxBatch, cfg.MaxBatchBytes, cfg.Metrics),
+		pending: semaphore.NewWeighted(cfg.MaxPendingBytes)}
 	for _, s := range cfg.Secrets {
 		if s == "" {
 			return nil, errors.New("webhook intake: empty secret")
@@ -125,6 +146,21 @@ func (r *rejection) Error() string { return r.reason }
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.cfg.Now()
 	h := payload.ReadHeaders(r.Header)
+	// The body's bytes are held until its commit is answered.
+	weight := in.cfg.MaxBodyBytes
+	if r.ContentLength >= 0 {
+		weight = min(r.ContentLength, weight)
+	}
+	if weight > 0 {
+		if err := in.pending.Acquire(r.Context(), weight); err != nil {
+			in.cfg.Logger.Warn("webhook delivery abandoned while waiting for earlier bodies to be stored",
+				"delivery_id", h.Delivery, "event", h.Event, "bytes", r.ContentLength, "error", err)
+			in.cfg.Metrics.deliveries.WithLabelValues(eventLabel(h.Event), actionLabel(""), "error").Inc()
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "error", "error": "busy, retry later"})
+			return
+		}
+		defer in.pending.Release(weight)
+	}
 	d, rej := in.read(w, r, h)
 	event, action := eventLabel(h.Event), actionLabel(d.Action)
 	if rej != nil {

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,6 +338,17 @@ func TestBadInput(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, send(tt.body, tt.headers), tt.name)
 	}
+	// Without a Content-Length (chunked), the limit stops the reading.
+	req, err := http.NewRequest(http.MethodPost, b.server.URL+webhook.Path, io.MultiReader(strings.NewReader(string(big))))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gitea-Event", "issues")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "oversized, chunked")
+	assert.Contains(t, string(msg), "larger than the 65536-byte limit (webhook.max_body_bytes)")
 	d, err := b.store.Delivery(context.Background(), "rel-1")
 	require.NoError(t, err, "an unknown event is stored, as ignored")
 	assert.Equal(t, repository.OutcomeIgnored, d.Outcome)
@@ -379,4 +392,121 @@ func TestReplayAndDoubleHookHaveOneEffect(t *testing.T) {
 		outcomes[id] = d.Outcome
 	}
 	assert.Equal(t, map[string]string{"replay-1": "duplicate", "org-hook-1": "duplicate", "replay-close": "duplicate"}, outcomes)
+}
+
+// A delivery with a 9 MB issue body is stored whole in the inbox (it is
+// what Gitea sent), while the issue and its task keep what prompts use,
+// with the marker, and the Parent: line from the part cut off.
+func TestHugeIssueBodyIsKeptCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	huge := "## Task\nRead the log.\n" + strings.Repeat("a line of a pasted log\n", 9_000_000/23) + "Parent: #1\n"
+	f, err := recording.Find(recording.MustLoad(), "004").Edit(func(p map[string]any) {
+		p["issue"].(map[string]any)["body"] = huge
+	})
+	require.NoError(t, err)
+	f.Headers["X-Gitea-Signature"] = webhook.Sign(f.Body, secret)
+	require.Equal(t, http.StatusAccepted, b.post(t, f, recording.WithDelivery("huge-1")))
+	b.drain(t)
+
+	ctx := context.Background()
+	d, err := b.store.Delivery(ctx, "huge-1")
+	require.NoError(t, err)
+	assert.Equal(t, repository.OutcomeProcessed, d.Outcome)
+	assert.Equal(t, f.Body, d.Body, "the inbox keeps what Gitea sent")
+
+	want := task.CapBody(huge)
+	assert.Contains(t, want, "bytes omitted; Gitea has the whole text")
+	issue, err := b.store.Issue(ctx, "acme/widget", 2)
+	require.NoError(t, err)
+	assert.Equal(t, want, issue.Body)
+	assert.Equal(t, 1, issue.ParentIssue, "read from the line past the cut")
+	tasks := b.tasks(t)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, want, tasks[0].IssueBodyCache)
+	assert.Equal(t, 1, tasks[0].ParentIssue)
+}
+
+// holdingInbox holds every commit until told to go on.
+type holdingInbox struct {
+	webhook.DeliveryInserter
+	committing chan struct{}
+	proceed    chan struct{}
+}
+
+func (h *holdingInbox) InsertDeliveries(ctx context.Context, ds []repository.Delivery) ([]bool, error) {
+	h.committing <- struct{}{}
+	<-h.proceed
+	return h.DeliveryInserter.InsertDeliveries(ctx, ds)
+}
+
+// The bodies held at once, read and not yet stored, stay within
+// MaxPendingBytes: a request that would exceed it is not read until an
+// earlier one is stored, and then goes through.
+func TestPendingBodiesAreBounded(t *testing.T) {
+	t.Parallel()
+	store := pgtest.Store(t)
+	inbox := &holdingInbox{DeliveryInserter: store, committing: make(chan struct{}), proceed: make(chan struct{})}
+	intake, err := webhook.NewIntake(inbox, webhook.IntakeConfig{Secrets: []string{secret},
+		MaxBodyBytes: 1 << 20, MaxPendingBytes: 1 << 20})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	intake.Start(ctx)
+	var (
+		mu      sync.Mutex
+		reading int
+		arrived = make(chan struct{}, 3)
+	)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &firstRead{ReadCloser: r.Body, read: func() { mu.Lock(); reading++; mu.Unlock() }}
+		arrived <- struct{}{}
+		intake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { server.Close(); cancel(); intake.Wait() })
+
+	f := recording.Find(recording.MustLoad(), "004")
+	var wg sync.WaitGroup
+	for i := range 3 {
+		g, err := f.Edit(func(p map[string]any) {
+			p["issue"].(map[string]any)["body"] = strings.Repeat("x", 600<<10) // two do not fit at once
+			p["issue"].(map[string]any)["number"] = 10 + i
+		})
+		require.NoError(t, err)
+		wg.Go(func() {
+			req, err := g.Request(server.URL+webhook.Path, map[string]string{"X-Gitea-Signature": webhook.Sign(g.Body, secret),
+				"X-Gitea-Delivery": fmt.Sprint("pending-", i)})
+			if !assert.NoError(t, err) {
+				return
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+				assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+			}
+		})
+	}
+	for range 3 {
+		<-arrived
+	}
+	for range 3 {
+		<-inbox.committing
+		mu.Lock()
+		assert.Equal(t, 1, reading, "bodies read while one is being stored")
+		reading--
+		mu.Unlock()
+		inbox.proceed <- struct{}{}
+	}
+	wg.Wait()
+}
+
+// firstRead calls read when the body is first read.
+type firstRead struct {
+	io.ReadCloser
+	read func()
+	once sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(f.read)
+	return f.ReadCloser.Read(p)
 }

@@ -16,10 +16,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/moziplus/mozi/cmd/internal/cli"
+	"github.com/moziplus/mozi/cmd/internal/memory"
 )
 
 func main() {
@@ -99,10 +99,6 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// tuneGC sets the garbage collector as mozi serve does (GOGC=400 unless
-// GOGC is set), so that what runs in process is measured as it runs there.
-func tuneGC(e *env) {
-	if e.getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
-}
+// tuneGC sets the garbage collector as mozi serve does by default, so
+// that what runs in process is measured as it runs there.
+func tuneGC(e *env) { memory.Tune(e.getenv, 0) }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/moziplus/mozi/cmd/internal/memory"
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
@@ -81,8 +82,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	logger := newLogger(cfg.Log, e.stderr)
-	tuneGC(e)
-	logger.Info("mozi starting", "version", version, "config", describeSource(cfg.Source), "agents", len(cfg.Agents))
+	gc := memory.Tune(e.getenv, int64(cfg.MemoryLimit))
+	logger.Info("mozi starting", "version", version, "config", describeSource(cfg.Source), "agents", len(cfg.Agents),
+		"runtime", gc)
 	if len(cfg.Webhook.Secrets) == 0 && !*insecure {
 		return errors.New("no webhook secret configured: set webhook.secrets, MOZI_WEBHOOK_SECRET or MOZI_WEBHOOK_SECRET_FILE (the same secret as in Gitea's webhook), or start with --insecure-no-signature for a local test")
 	}
@@ -142,7 +144,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	wakeDispatcher = en.dispatcher.Wake
 	intake, err := webhook.NewIntake(db.store, webhook.IntakeConfig{
 		Secrets: secretValues(cfg.Webhook.Secrets), InsecureNoSignature: *insecure,
-		MaxBodyBytes: cfg.Webhook.MaxBodyBytes, Logger: logger, Metrics: metrics,
+		MaxBodyBytes: cfg.Webhook.MaxBodyBytes, MaxPendingBytes: int64(cfg.Webhook.MaxPendingBytes),
+		Logger: logger, Metrics: metrics,
 		OnAccepted: processor.Wake,
 	})
 	if err != nil {
@@ -253,15 +256,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// tuneGC trades a little memory for CPU: mozi's live heap is small but each
-// delivery allocates its body, so the default GOGC=100 collects very
-// often under load (docs/performance.md). An explicit GOGC wins.
-func tuneGC(e *env) {
-	if e.getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 }
 
 // recoverer is the last resort: a handler panic is a bug, logged in one

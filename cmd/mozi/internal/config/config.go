@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/moziplus/mozi/cmd/internal/memory"
 	"github.com/moziplus/mozi/dispatcher"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
@@ -75,6 +76,11 @@ type Config struct {
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
 
+	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
+	// the GOMEMLIMIT environment variable wins): near it the garbage
+	// collector works harder so the heap stays under it.
+	MemoryLimit ByteSize `yaml:"memory_limit"`
+
 	// Source is the file the configuration came from ("" for defaults).
 	Source string `yaml:"-"`
 	// SecretFiles are the files secrets were read from (*_FILE
@@ -123,6 +129,10 @@ type Webhook struct {
 	Secrets []Secret `yaml:"secrets"`
 	// MaxBodyBytes rejects larger deliveries with 413 (default 10 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxPendingBytes bounds the delivery bodies held at once, read and
+	// not yet stored; more wait before being read (default 64MiB, at
+	// least max_body_bytes).
+	MaxPendingBytes ByteSize `yaml:"max_pending_bytes"`
 	// MaxAttempts parks a delivery whose processing failed this often
 	// (default 8).
 	MaxAttempts int `yaml:"max_attempts"`
@@ -508,6 +518,7 @@ func (c *Config) applyDefaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	}
+	c.MemoryLimit = cmp.Or(c.MemoryLimit, memory.DefaultLimit)
 	if c.Database.MaxConns == 0 {
 		c.Database.MaxConns = 16
 	}
@@ -519,6 +530,7 @@ func (c *Config) applyDefaults() {
 	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, gitea.DefaultBurst)
 	w := &c.Webhook
 	w.MaxBodyBytes = cmp.Or(w.MaxBodyBytes, webhook.DefaultMaxBodyBytes)
+	w.MaxPendingBytes = cmp.Or(w.MaxPendingBytes, webhook.DefaultMaxPendingBytes)
 	w.MaxAttempts = cmp.Or(w.MaxAttempts, webhook.DefaultMaxAttempts)
 	w.TaskBudgetPerHour = cmp.Or(w.TaskBudgetPerHour, rules.DefaultTaskBudgetPerHour)
 	w.MaxMentionHops = cmp.Or(w.MaxMentionHops, rules.DefaultMaxMentionHops)
@@ -694,6 +706,9 @@ func (c *Config) validateServer(p *problems) {
 	if c.Database.MaxConns < 2 {
 		p.add("database.max_conns", "must be at least 2, got %d", c.Database.MaxConns)
 	}
+	if c.MemoryLimit < memory.MinLimit {
+		p.add("memory_limit", "must be at least 64MiB, got %d bytes", c.MemoryLimit)
+	}
 	if !slices.Contains([]string{"en", "zh"}, c.Templates.Locale) {
 		p.add("templates.locale", "unknown locale %q (want en or zh)", c.Templates.Locale)
 	}
@@ -757,6 +772,9 @@ func (c *Config) validateWebhook(p *problems) {
 	}
 	if w.MaxBodyBytes < 1024 {
 		p.add("webhook.max_body_bytes", "must be at least 1024, got %d", w.MaxBodyBytes)
+	}
+	if int64(w.MaxPendingBytes) < w.MaxBodyBytes {
+		p.add("webhook.max_pending_bytes", "must be at least webhook.max_body_bytes (%d), got %d", w.MaxBodyBytes, w.MaxPendingBytes)
 	}
 	for _, k := range []intKey{{"webhook.max_attempts", w.MaxAttempts},
 		{"webhook.task_budget_per_hour", w.TaskBudgetPerHour}, {"webhook.max_mention_hops", w.MaxMentionHops},

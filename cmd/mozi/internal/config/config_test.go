@@ -404,3 +404,22 @@ mozi.yaml:13: agents[1].sandbox: "docker" is not bwrap or none`
 		require.Equal(t, want, err.Error())
 	}
 }
+
+func TestMemorySettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse("mozi.yaml", []byte("listen: 127.0.0.1:1\n"))
+	require.NoError(t, err)
+	assert.Equal(t, ByteSize(256<<20), cfg.MemoryLimit, "default")
+	assert.Equal(t, ByteSize(64<<20), cfg.Webhook.MaxPendingBytes, "default")
+
+	cfg, err = Parse("mozi.yaml", []byte("memory_limit: 1GiB\nwebhook: {max_pending_bytes: 128MiB}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, ByteSize(1<<30), cfg.MemoryLimit)
+	assert.Equal(t, ByteSize(128<<20), cfg.Webhook.MaxPendingBytes)
+
+	_, err = Parse("mozi.yaml", []byte("memory_limit: 10MiB\nwebhook:\n  max_body_bytes: 104857600\n"))
+	require.EqualError(t, err, `mozi.yaml:1: memory_limit: must be at least 64MiB, got 10485760 bytes
+mozi.yaml:2: webhook.max_pending_bytes: must be at least webhook.max_body_bytes (104857600), got 67108864`)
+	_, err = Parse("mozi.yaml", []byte("memory_limit: lots\n"))
+	require.EqualError(t, err, `mozi.yaml:1: memory_limit: "lots" is not a size (write e.g. 512MiB, 8GiB or a number of bytes)`)
+}

@@ -413,3 +413,90 @@ func TestFinishRunDropsTheLeaseOfAnEndedTask(t *testing.T) {
 	assert.Equal(t, "alice", got.EndedBy)
 	assert.Empty(t, got.LeaseOwner, "the recorded run gave the lease up")
 }
+
+// A runner that could not reach the database when its run ended finds its
+// task rescued; it takes the task back to record the outcome (reclaim)
+// only if nobody claimed the task since. Otherwise the outcome is an old
+// run's: taking the task back would put a task whose newer run already
+// ended into working, under a lease nobody renews, and its retry would
+// wait for the lease to expire and a second rescue.
+func TestReclaimOnlyIfNobodyClaimedTheTaskSince(t *testing.T) {
+	t.Parallel()
+	agent := repository.AgentLimit{Login: "coder1", MaxConcurrency: 1}
+	tests := []struct {
+		name string
+		// since is what happens to the task between its rescue and the
+		// first runner recording its run.
+		since     func(t *testing.T, store *repository.Store, id int64)
+		reclaimed bool
+	}{
+		{name: "nobody claimed it since: the first runner records its run", reclaimed: true},
+		{
+			name: "another runner claimed it, ran it and retried it since: the first run's outcome moves nothing",
+			since: func(t *testing.T, store *repository.Store, id int64) {
+				ctx := context.Background()
+				claimed := claim(t, store, "r2", 1, agent)
+				require.Equal(t, []int64{id}, ids(claimed))
+				a, started, err := store.StartRun(ctx, claimed[0], "r2", "/tmp/r2.log")
+				require.NoError(t, err)
+				require.True(t, started)
+				a.Outcome = task.AttemptFailed
+				res, err := store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r2", Reclaim: true,
+					Event: task.EventRetry, Change: repository.Change{Error: "r2's run failed"}})
+				require.NoError(t, err)
+				require.True(t, res.Applied, "r2 holds the task: its retry applies")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store, raw := setup(t)
+			ctx := context.Background()
+			tk, err := store.CreateTask(ctx, newTask(1))
+			require.NoError(t, err)
+			claimed := claim(t, store, "r1", 1, agent)
+			require.Equal(t, []int64{tk.ID}, ids(claimed))
+			first, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/r1.log")
+			require.NoError(t, err)
+			require.True(t, started)
+			require.Equal(t, 1, first.Attempt)
+
+			// r1 loses the database: its lease expires and, as it never
+			// beat in the runners table, the ticker takes it for dead.
+			_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tk.ID)
+			require.NoError(t, err)
+			rescued, err := store.RescueExpired(ctx, time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, []int64{tk.ID}, ids(rescued))
+			if tt.since != nil {
+				tt.since(t, store, tk.ID)
+			}
+			before, err := store.Task(ctx, tk.ID)
+			require.NoError(t, err)
+			require.Equal(t, task.StatusPending, before.Status)
+
+			// r1 reaches the database again: its agent's run failed.
+			first.Outcome = task.AttemptFailed
+			res, err := store.FinishRun(ctx, repository.RunEnd{Attempt: first, Owner: "r1", Reclaim: true,
+				Event: task.EventRetry, Change: repository.Change{Error: "r1's run failed"}})
+			require.NoError(t, err)
+			assert.Equal(t, tt.reclaimed, res.Applied, "r1's retry applied")
+
+			got, err := store.Task(ctx, tk.ID)
+			require.NoError(t, err)
+			assert.Equal(t, task.StatusPending, got.Status, "the retry leaves the task pending; no run holds it")
+			assert.Empty(t, got.LeaseOwner, "no lease is left behind")
+			if tt.reclaimed {
+				assert.Equal(t, "r1's run failed", got.LastError)
+				assert.Equal(t, 1, got.RetryCount)
+			} else {
+				assert.Equal(t, before, got, "the stale run changed nothing in the task's row")
+			}
+			attempts, err := store.Attempts(ctx, tk.ID)
+			require.NoError(t, err)
+			require.NotEmpty(t, attempts)
+			assert.Equal(t, task.AttemptFailed, attempts[0].Outcome, "r1's attempt is recorded either way")
+		})
+	}
+}

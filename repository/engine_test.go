@@ -500,3 +500,66 @@ func TestReclaimOnlyIfNobodyClaimedTheTaskSince(t *testing.T) {
 		})
 	}
 }
+
+// A release gives a claim back un-run (Gitea is down, a budget is spent,
+// mozi stops before the agent starts): the claim's dispatch is given back
+// with it, so a task held through a long outage never reaches the
+// dispatch guardrail and its next run is numbered as if the hold never
+// happened; and its lease goes, so the agent's slot is free at once.
+func TestReleaseGivesTheDispatchBack(t *testing.T) {
+	t.Parallel()
+	agent := repository.AgentLimit{Login: "coder1", MaxConcurrency: 1}
+	tests := []struct {
+		name  string
+		runs  int // runs the task had before the holds (each a claim that was not given back)
+		holds int
+	}{
+		{name: "a task that never ran", runs: 0, holds: 1},
+		{name: "a task held through a long outage", runs: 0, holds: 12},
+		{name: "a task that ran and failed once", runs: 1, holds: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store, _ := setup(t)
+			ctx := context.Background()
+			tk, err := store.CreateTask(ctx, newTask(1))
+			require.NoError(t, err)
+			for range tt.runs {
+				claimed := claim(t, store, "r1", 1, agent)
+				require.Len(t, claimed, 1)
+				a, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/x.log")
+				require.NoError(t, err)
+				require.True(t, started)
+				res, err := store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1",
+					Event: task.EventRetry, Change: repository.Change{Error: "exit status 1"}})
+				require.NoError(t, err)
+				require.True(t, res.Applied)
+			}
+
+			for hold := range tt.holds {
+				claimed := claim(t, store, "r1", 1, agent)
+				require.Len(t, claimed, 1, "hold %d: the released claim freed the agent's only slot", hold)
+				assert.Equal(t, tt.runs+1, claimed[0].DispatchCount, "hold %d: the claim counts one dispatch", hold)
+				res, err := store.Apply(ctx, tk.ID, task.EventRelease, repository.Change{
+					Error: "Gitea down", HeldFor: task.HeldForGitea})
+				require.NoError(t, err)
+				require.True(t, res.Applied)
+
+				got, err := store.Task(ctx, tk.ID)
+				require.NoError(t, err)
+				assert.Equal(t, task.StatusPending, got.Status)
+				assert.Equal(t, tt.runs, got.DispatchCount, "hold %d: the release gave the claim's dispatch back", hold)
+				assert.Equal(t, hold+1, got.Holds)
+				assert.Empty(t, got.LeaseOwner, "hold %d: the release dropped the lease", hold)
+			}
+
+			claimed := claim(t, store, "r1", 1, agent)
+			require.Len(t, claimed, 1)
+			a, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/x.log")
+			require.NoError(t, err)
+			require.True(t, started)
+			assert.Equal(t, tt.runs+1, a.Attempt, "the run after the holds is numbered by runs, not claims")
+		})
+	}
+}

@@ -563,3 +563,45 @@ func TestReleaseGivesTheDispatchBack(t *testing.T) {
 		})
 	}
 }
+
+// An open circuit breaker (an agent comment storm on a repository) pauses
+// new runs on its repository, whatever their agent, and only there; the
+// tasks run once it closes.
+func TestClaimPausesOnlyTheRepositoryWhoseBreakerIsOpen(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	mk := func(repo string, issue int, agent string) task.Task {
+		n := newTask(issue)
+		n.Repo, n.Agent = repo, agent
+		tk, err := store.CreateTask(ctx, n)
+		require.NoError(t, err)
+		return tk
+	}
+	stormy1 := mk("acme/stormy", 1, "coder1")
+	stormy2 := mk("acme/stormy", 2, "coder2")
+	calm := mk("acme/calm", 1, "coder1")
+	agents := []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 5}, {Login: "coder2", MaxConcurrency: 5}}
+
+	policy := repository.BreakerPolicy{Comments: 1, Window: time.Hour, Cooldown: time.Hour}
+	var tripped bool
+	for id := range int64(2) {
+		var err error
+		_, tripped, err = store.RecordAgentComment(ctx, "acme/stormy", 1, "coder1", id+1, policy)
+		require.NoError(t, err)
+	}
+	require.True(t, tripped, "two agent comments within the hour trip a breaker of one")
+
+	assert.Equal(t, []int64{calm.ID}, ids(claim(t, store, "r1", 10, agents...)),
+		"the stormy repository's tasks wait, both agents'; the same agent's task on another repository runs")
+	assert.Empty(t, claim(t, store, "r1", 10, agents...), "still open: nothing more is due")
+
+	// The cooldown passes.
+	_, err := raw.Exec(ctx, `UPDATE repo_breakers SET open_until = now() - interval '1 second' WHERE repo = 'acme/stormy'`)
+	require.NoError(t, err)
+	open, err := store.OpenBreakers(ctx)
+	require.NoError(t, err)
+	require.Zero(t, open)
+	assert.ElementsMatch(t, []int64{stormy1.ID, stormy2.ID}, ids(claim(t, store, "r1", 10, agents...)),
+		"the closed breaker lets the repository's tasks run")
+}

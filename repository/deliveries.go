@@ -28,6 +28,7 @@ type Delivery struct {
 	EventType     string // X-Gitea-Event-Type
 	Action        string
 	Repo          string
+	Issue         int // the issue or pull request it is about, 0: none or not known
 	Headers       map[string]string
 	Body          []byte
 	ReceivedAt    time.Time
@@ -47,25 +48,26 @@ func (q *Queries) InsertDeliveries(ctx context.Context, ds []Delivery) (inserted
 	n := len(ds)
 	ids, events, types, actions, repos, headers, outcomes := make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	bodies := make([][]byte, n)
+	bodies, issues := make([][]byte, n), make([]int32, n)
 	for i, d := range ds {
 		h, err := json.Marshal(d.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("encode headers of delivery %s: %w", d.ID, err)
 		}
 		ids[i], events[i], types[i], actions[i], repos[i] = d.ID, d.Event, d.EventType, d.Action, d.Repo
-		headers[i], bodies[i], outcomes[i] = string(h), d.Body, d.Outcome
+		headers[i], bodies[i], outcomes[i], issues[i] = string(h), d.Body, d.Outcome, int32(d.Issue)
 	}
 	rows, err := q.db.Query(ctx, `
 		INSERT INTO webhook_deliveries (delivery_id, event, event_type, action, repo, headers, body,
-			outcome, processed_at)
-		SELECT id, ev, et, act, repo, h::jsonb, b, oc, CASE WHEN oc = '' THEN NULL ELSE now() END
+			outcome, processed_at, issue_number)
+		SELECT id, ev, et, act, repo, h::jsonb, b, oc, CASE WHEN oc = '' THEN NULL ELSE now() END,
+			NULLIF(num, 0)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::bytea[], $8::text[]) WITH ORDINALITY AS u(id, ev, et, act, repo, h, b, oc, ord)
+			$7::bytea[], $8::text[], $9::int4[]) WITH ORDINALITY AS u(id, ev, et, act, repo, h, b, oc, num, ord)
 		ORDER BY ord
 		ON CONFLICT (delivery_id) DO NOTHING
 		RETURNING delivery_id`,
-		ids, events, types, actions, repos, headers, bodies, outcomes)
+		ids, events, types, actions, repos, headers, bodies, outcomes, issues)
 	if err != nil {
 		return nil, fmt.Errorf("store %d deliveries: %w", n, err)
 	}

@@ -413,3 +413,195 @@ func TestFinishRunDropsTheLeaseOfAnEndedTask(t *testing.T) {
 	assert.Equal(t, "alice", got.EndedBy)
 	assert.Empty(t, got.LeaseOwner, "the recorded run gave the lease up")
 }
+
+// A runner that could not reach the database when its run ended finds its
+// task rescued; it takes the task back to record the outcome (reclaim)
+// only if nobody claimed the task since. Otherwise the outcome is an old
+// run's: taking the task back would put a task whose newer run already
+// ended into working, under a lease nobody renews, and its retry would
+// wait for the lease to expire and a second rescue.
+func TestReclaimOnlyIfNobodyClaimedTheTaskSince(t *testing.T) {
+	t.Parallel()
+	agent := repository.AgentLimit{Login: "coder1", MaxConcurrency: 1}
+	tests := []struct {
+		name string
+		// since is what happens to the task between its rescue and the
+		// first runner recording its run.
+		since     func(t *testing.T, store *repository.Store, id int64)
+		reclaimed bool
+	}{
+		{name: "nobody claimed it since: the first runner records its run", reclaimed: true},
+		{
+			name: "another runner claimed it, ran it and retried it since: the first run's outcome moves nothing",
+			since: func(t *testing.T, store *repository.Store, id int64) {
+				ctx := context.Background()
+				claimed := claim(t, store, "r2", 1, agent)
+				require.Equal(t, []int64{id}, ids(claimed))
+				a, started, err := store.StartRun(ctx, claimed[0], "r2", "/tmp/r2.log")
+				require.NoError(t, err)
+				require.True(t, started)
+				a.Outcome = task.AttemptFailed
+				res, err := store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r2", Reclaim: true,
+					Event: task.EventRetry, Change: repository.Change{Error: "r2's run failed"}})
+				require.NoError(t, err)
+				require.True(t, res.Applied, "r2 holds the task: its retry applies")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store, raw := setup(t)
+			ctx := context.Background()
+			tk, err := store.CreateTask(ctx, newTask(1))
+			require.NoError(t, err)
+			claimed := claim(t, store, "r1", 1, agent)
+			require.Equal(t, []int64{tk.ID}, ids(claimed))
+			first, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/r1.log")
+			require.NoError(t, err)
+			require.True(t, started)
+			require.Equal(t, 1, first.Attempt)
+
+			// r1 loses the database: its lease expires and, as it never
+			// beat in the runners table, the ticker takes it for dead.
+			_, err = raw.Exec(ctx, `UPDATE task_state SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tk.ID)
+			require.NoError(t, err)
+			rescued, err := store.RescueExpired(ctx, time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, []int64{tk.ID}, ids(rescued))
+			if tt.since != nil {
+				tt.since(t, store, tk.ID)
+			}
+			before, err := store.Task(ctx, tk.ID)
+			require.NoError(t, err)
+			require.Equal(t, task.StatusPending, before.Status)
+
+			// r1 reaches the database again: its agent's run failed.
+			first.Outcome = task.AttemptFailed
+			res, err := store.FinishRun(ctx, repository.RunEnd{Attempt: first, Owner: "r1", Reclaim: true,
+				Event: task.EventRetry, Change: repository.Change{Error: "r1's run failed"}})
+			require.NoError(t, err)
+			assert.Equal(t, tt.reclaimed, res.Applied, "r1's retry applied")
+
+			got, err := store.Task(ctx, tk.ID)
+			require.NoError(t, err)
+			assert.Equal(t, task.StatusPending, got.Status, "the retry leaves the task pending; no run holds it")
+			assert.Empty(t, got.LeaseOwner, "no lease is left behind")
+			if tt.reclaimed {
+				assert.Equal(t, "r1's run failed", got.LastError)
+				assert.Equal(t, 1, got.RetryCount)
+			} else {
+				assert.Equal(t, before, got, "the stale run changed nothing in the task's row")
+			}
+			attempts, err := store.Attempts(ctx, tk.ID)
+			require.NoError(t, err)
+			require.NotEmpty(t, attempts)
+			assert.Equal(t, task.AttemptFailed, attempts[0].Outcome, "r1's attempt is recorded either way")
+		})
+	}
+}
+
+// A release gives a claim back un-run (Gitea is down, a budget is spent,
+// mozi stops before the agent starts): the claim's dispatch is given back
+// with it, so a task held through a long outage never reaches the
+// dispatch guardrail and its next run is numbered as if the hold never
+// happened; and its lease goes, so the agent's slot is free at once.
+func TestReleaseGivesTheDispatchBack(t *testing.T) {
+	t.Parallel()
+	agent := repository.AgentLimit{Login: "coder1", MaxConcurrency: 1}
+	tests := []struct {
+		name  string
+		runs  int // runs the task had before the holds (each a claim that was not given back)
+		holds int
+	}{
+		{name: "a task that never ran", runs: 0, holds: 1},
+		{name: "a task held through a long outage", runs: 0, holds: 12},
+		{name: "a task that ran and failed once", runs: 1, holds: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store, _ := setup(t)
+			ctx := context.Background()
+			tk, err := store.CreateTask(ctx, newTask(1))
+			require.NoError(t, err)
+			for range tt.runs {
+				claimed := claim(t, store, "r1", 1, agent)
+				require.Len(t, claimed, 1)
+				a, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/x.log")
+				require.NoError(t, err)
+				require.True(t, started)
+				res, err := store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1",
+					Event: task.EventRetry, Change: repository.Change{Error: "exit status 1"}})
+				require.NoError(t, err)
+				require.True(t, res.Applied)
+			}
+
+			for hold := range tt.holds {
+				claimed := claim(t, store, "r1", 1, agent)
+				require.Len(t, claimed, 1, "hold %d: the released claim freed the agent's only slot", hold)
+				assert.Equal(t, tt.runs+1, claimed[0].DispatchCount, "hold %d: the claim counts one dispatch", hold)
+				res, err := store.Apply(ctx, tk.ID, task.EventRelease, repository.Change{
+					Error: "Gitea down", HeldFor: task.HeldForGitea})
+				require.NoError(t, err)
+				require.True(t, res.Applied)
+
+				got, err := store.Task(ctx, tk.ID)
+				require.NoError(t, err)
+				assert.Equal(t, task.StatusPending, got.Status)
+				assert.Equal(t, tt.runs, got.DispatchCount, "hold %d: the release gave the claim's dispatch back", hold)
+				assert.Equal(t, hold+1, got.Holds)
+				assert.Empty(t, got.LeaseOwner, "hold %d: the release dropped the lease", hold)
+			}
+
+			claimed := claim(t, store, "r1", 1, agent)
+			require.Len(t, claimed, 1)
+			a, started, err := store.StartRun(ctx, claimed[0], "r1", "/tmp/x.log")
+			require.NoError(t, err)
+			require.True(t, started)
+			assert.Equal(t, tt.runs+1, a.Attempt, "the run after the holds is numbered by runs, not claims")
+		})
+	}
+}
+
+// An open circuit breaker (an agent comment storm on a repository) pauses
+// new runs on its repository, whatever their agent, and only there; the
+// tasks run once it closes.
+func TestClaimPausesOnlyTheRepositoryWhoseBreakerIsOpen(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	mk := func(repo string, issue int, agent string) task.Task {
+		n := newTask(issue)
+		n.Repo, n.Agent = repo, agent
+		tk, err := store.CreateTask(ctx, n)
+		require.NoError(t, err)
+		return tk
+	}
+	stormy1 := mk("acme/stormy", 1, "coder1")
+	stormy2 := mk("acme/stormy", 2, "coder2")
+	calm := mk("acme/calm", 1, "coder1")
+	agents := []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 5}, {Login: "coder2", MaxConcurrency: 5}}
+
+	policy := repository.BreakerPolicy{Comments: 1, Window: time.Hour, Cooldown: time.Hour}
+	var tripped bool
+	for id := range int64(2) {
+		var err error
+		_, tripped, err = store.RecordAgentComment(ctx, "acme/stormy", 1, "coder1", id+1, policy)
+		require.NoError(t, err)
+	}
+	require.True(t, tripped, "two agent comments within the hour trip a breaker of one")
+
+	assert.Equal(t, []int64{calm.ID}, ids(claim(t, store, "r1", 10, agents...)),
+		"the stormy repository's tasks wait, both agents'; the same agent's task on another repository runs")
+	assert.Empty(t, claim(t, store, "r1", 10, agents...), "still open: nothing more is due")
+
+	// The cooldown passes.
+	_, err := raw.Exec(ctx, `UPDATE repo_breakers SET open_until = now() - interval '1 second' WHERE repo = 'acme/stormy'`)
+	require.NoError(t, err)
+	open, err := store.OpenBreakers(ctx)
+	require.NoError(t, err)
+	require.Zero(t, open)
+	assert.ElementsMatch(t, []int64{stormy1.ID, stormy2.ID}, ids(claim(t, store, "r1", 10, agents...)),
+		"the closed breaker lets the repository's tasks run")
+}

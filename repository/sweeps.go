@@ -11,11 +11,16 @@ import (
 )
 
 // DueDiscussions lists open, unassigned top-level issues whose discussion
-// broadcast is due and not sent.
+// broadcast is due and not sent. An issue with deliveries still waiting in
+// the inbox is not due yet: behind a backlog longer than the grace, its
+// assignment may be one of them.
 func (q *Queries) DueDiscussions(ctx context.Context, limit int) ([]task.Issue, error) {
-	rows, err := q.db.Query(ctx, `SELECT `+issueColumns+` FROM issues
+	rows, err := q.db.Query(ctx, `SELECT `+issueColumns+` FROM issues i
 		WHERE discussion_due_at <= now() AND discussed_at IS NULL AND state = 'open'
 		  AND assignees = '{}' AND parent_issue IS NULL AND NOT is_pull
+		  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+			WHERE d.processed_at IS NULL AND d.outcome = ''
+			  AND d.repo = i.repo AND d.issue_number = i.number)
 		ORDER BY discussion_due_at LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list due discussions: %w", err)

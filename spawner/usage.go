@@ -59,14 +59,18 @@ const maxLine = 1 << 20
 func (u *usageMeter) Write(p []byte) (int, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	// Only the new bytes can end the kept partial line: a long line that
+	// comes in small pieces is not scanned again from its start each time.
+	from := len(u.partial)
 	u.partial = append(u.partial, p...)
 	for {
-		i := bytes.IndexByte(u.partial, '\n')
+		i := bytes.IndexByte(u.partial[from:], '\n')
 		if i < 0 {
 			break
 		}
+		i += from
 		u.line(u.partial[:i])
-		u.partial = u.partial[i+1:]
+		u.partial, from = u.partial[i+1:], 0
 	}
 	if len(u.partial) > maxLine {
 		u.partial = u.partial[:0]

@@ -298,6 +298,30 @@ func TestDiscussionBroadcastOnce(t *testing.T) {
 	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
 }
 
+// A discussion broadcast waits while deliveries of its issue are still in
+// the inbox: behind a backlog longer than the grace period, the issue's
+// assignment may be one of them. Deliveries of other issues do not hold it.
+func TestDiscussionWaitsForTheIssuesQueuedDeliveries(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("002", "007") // #1 and #3 opened unassigned, long ago: both due
+	req, err := recording.Find(w.fixtures, "009").Request(w.server.URL+webhook.Path, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req) // #3 assigned to coder2, not processed yet
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
+	assert.Equal(t, 2, tk.RunJob(ctx, ticker.JobDiscussions), "#1 is broadcast to both agents")
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "", 3), "#3 waits for its queued delivery")
+
+	w.drain()
+	assert.Equal(t, task.StatusPending, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions))
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "", 3), "#3 is assigned: no discussion")
+}
+
 // Pending tasks of an agent removed from the configuration fail with a
 // reason instead of waiting forever.
 func TestOrphansFail(t *testing.T) {

@@ -248,7 +248,7 @@ func (in *Intake) read(w http.ResponseWriter, r *http.Request, h payload.Headers
 	if err != nil {
 		return repository.Delivery{}, &rejection{http.StatusBadRequest, "malformed", err.Error()}
 	}
-	d.Action, d.Repo = ev.Action, ev.Repo
+	d.Action, d.Repo, d.Issue = ev.Action, ev.Repo, ev.Number()
 	return d, nil
 }
 

@@ -39,6 +39,7 @@ var agents = rules.NewAgents([]rules.Agent{
 type bundle struct {
 	mapper    *rules.Mapper
 	store     *repository.Store
+	dbURL     string // the store's database, for reading rows the store has no method for
 	intake    *webhook.Intake
 	processor *webhook.Processor
 	server    *httptest.Server
@@ -48,14 +49,17 @@ type option func(*rules.Config, *webhook.IntakeConfig)
 
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
-	store := pgtest.Store(t)
+	dbURL := pgtest.URL(t)
+	store, err := repository.Open(context.Background(), dbURL, repository.Options{MaxConns: 8})
+	require.NoError(t, err)
+	t.Cleanup(store.Close)
 	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
 		TaskBudgetPerHour: 1000}
 	icfg := webhook.IntakeConfig{Secrets: []string{secret}}
 	for _, o := range opts {
 		o(&mcfg, &icfg)
 	}
-	b := &bundle{store: store, mapper: rules.New(mcfg)}
+	b := &bundle{store: store, dbURL: dbURL, mapper: rules.New(mcfg)}
 	b.processor = webhook.NewProcessor(store, rules.New(mcfg).Apply, webhook.ProcessorConfig{
 		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	intake, err := webhook.NewIntake(store, icfg)

@@ -330,7 +330,18 @@ func (w *world) start() {
 // way an operator does.
 func (w *world) installHook() {
 	w.t.Helper()
-	out, err := w.moziCommand("webhook", "install", "--config", w.cfg, "--url", w.relay.URL())
+	// The world's Gitea timeout is short (outages are noticed fast); a
+	// Gitea busy with every parallel test's writes can take longer to
+	// create a hook, and an operator would simply run the command again.
+	var out string
+	var err error
+	for try := 1; try <= 3; try++ {
+		if out, err = w.moziCommand("webhook", "install", "--config", w.cfg, "--url", w.relay.URL()); err == nil ||
+			!strings.Contains(out, "deadline exceeded") {
+			break
+		}
+		w.t.Logf("webhook install, try %d: %s", try, strings.TrimSpace(out))
+	}
 	require.NoError(w.t, err, out)
 }
 

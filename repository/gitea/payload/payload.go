@@ -193,6 +193,18 @@ type Event struct {
 	issueBodyDigest []byte
 }
 
+// Number is the issue or pull request the event is about, 0 for none (a
+// commit status names a commit).
+func (e Event) Number() int {
+	switch {
+	case e.Issue != nil:
+		return e.Issue.Number
+	case e.PullRequest != nil:
+		return e.PullRequest.Number
+	}
+	return 0
+}
+
 // Parse decodes a delivery of the given kind. It uses the JSON v2
 // prototype (github.com/go-json-experiment/json): one pass instead of
 // encoding/json's two makes it about 3x faster, and parsing is the

@@ -38,6 +38,11 @@ type Delivery struct {
 	Attempts      int
 	NextAttemptAt time.Time
 	LastError     string
+
+	// Parsed is what the intake made of the body (payload.Event.Encode),
+	// nil when it stored none. Processing is given Parsed instead of Body
+	// when there is one (DeliveryBody reads the body).
+	Parsed []byte
 }
 
 // InsertDeliveries stores a batch of deliveries in one statement (one
@@ -48,7 +53,7 @@ func (q *Queries) InsertDeliveries(ctx context.Context, ds []Delivery) (inserted
 	n := len(ds)
 	ids, events, types, actions, repos, headers, outcomes := make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	bodies, issues := make([][]byte, n), make([]int32, n)
+	bodies, parsed, issues := make([][]byte, n), make([][]byte, n), make([]int32, n)
 	for i, d := range ds {
 		h, err := json.Marshal(d.Headers)
 		if err != nil {
@@ -56,18 +61,23 @@ func (q *Queries) InsertDeliveries(ctx context.Context, ds []Delivery) (inserted
 		}
 		ids[i], events[i], types[i], actions[i], repos[i] = d.ID, d.Event, d.EventType, d.Action, d.Repo
 		headers[i], bodies[i], outcomes[i], issues[i] = string(h), d.Body, d.Outcome, int32(d.Issue)
+		parsed[i] = d.Parsed
 	}
+	// The bodies go last: the driver appends each parameter to one
+	// buffer, and one appended after megabytes of bodies would copy them
+	// into a bigger buffer.
 	rows, err := q.db.Query(ctx, `
 		INSERT INTO webhook_deliveries (delivery_id, event, event_type, action, repo, headers, body,
-			outcome, processed_at, issue_number)
+			outcome, processed_at, issue_number, parsed)
 		SELECT id, ev, et, act, repo, h::jsonb, b, oc, CASE WHEN oc = '' THEN NULL ELSE now() END,
-			NULLIF(num, 0)
+			NULLIF(num, 0), p
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-			$7::bytea[], $8::text[], $9::int4[]) WITH ORDINALITY AS u(id, ev, et, act, repo, h, b, oc, num, ord)
+			$7::text[], $8::int4[], $9::bytea[], $10::bytea[])
+			WITH ORDINALITY AS u(id, ev, et, act, repo, h, oc, num, p, b, ord)
 		ORDER BY ord
 		ON CONFLICT (delivery_id) DO NOTHING
 		RETURNING delivery_id`,
-		ids, events, types, actions, repos, headers, bodies, outcomes, issues)
+		ids, events, types, actions, repos, headers, outcomes, issues, parsed, bodies)
 	if err != nil {
 		return nil, fmt.Errorf("store %d deliveries: %w", n, err)
 	}
@@ -110,8 +120,21 @@ func (q *Queries) InsertDelivery(ctx context.Context, d Delivery) (bool, error) 
 	return tag.RowsAffected() == 1, nil
 }
 
-const deliveryColumns = `delivery_id, seq, event, event_type, action, repo, headers, body,
+// deliveryColumns lists a delivery's columns for scanDelivery, with body
+// and parsed read as the given expressions: a body is megabytes at worst,
+// and only what needs it reads it.
+func deliveryColumns(body, parsed string) string {
+	return `delivery_id, seq, event, event_type, action, repo, headers, ` + body + `, ` + parsed + `,
 	received_at, processed_at, outcome, COALESCE(semantic_key, ''), attempts, next_attempt_at, last_error`
+}
+
+var (
+	allDeliveryColumns = deliveryColumns("body", "parsed")
+	// Listing shows neither.
+	listedDeliveryColumns = deliveryColumns("NULL::bytea", "NULL::bytea")
+	// Processing reads what the intake parsed, else the body.
+	processedDeliveryColumns = deliveryColumns("CASE WHEN parsed IS NULL THEN body END", "parsed")
+)
 
 func scanDelivery(row pgx.Row) (Delivery, error) {
 	var (
@@ -120,7 +143,7 @@ func scanDelivery(row pgx.Row) (Delivery, error) {
 		processed *time.Time
 	)
 	if err := row.Scan(&d.ID, &d.Seq, &d.Event, &d.EventType, &d.Action, &d.Repo, &headers, &d.Body,
-		&d.ReceivedAt, &processed, &d.Outcome, &d.SemanticKey, &d.Attempts, &d.NextAttemptAt,
+		&d.Parsed, &d.ReceivedAt, &processed, &d.Outcome, &d.SemanticKey, &d.Attempts, &d.NextAttemptAt,
 		&d.LastError); err != nil {
 		return Delivery{}, err
 	}
@@ -133,7 +156,7 @@ func scanDelivery(row pgx.Row) (Delivery, error) {
 
 // Delivery returns one stored delivery (task.ErrNotFound: none).
 func (q *Queries) Delivery(ctx context.Context, id string) (Delivery, error) {
-	d, err := scanDelivery(q.db.QueryRow(ctx, `SELECT `+deliveryColumns+`
+	d, err := scanDelivery(q.db.QueryRow(ctx, `SELECT `+allDeliveryColumns+`
 		FROM webhook_deliveries WHERE delivery_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Delivery{}, fmt.Errorf("delivery %s: %w", id, task.ErrNotFound)
@@ -142,6 +165,20 @@ func (q *Queries) Delivery(ctx context.Context, id string) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("read delivery %s: %w", id, err)
 	}
 	return d, nil
+}
+
+// DeliveryBody returns the body of one stored delivery (task.ErrNotFound:
+// none).
+func (q *Queries) DeliveryBody(ctx context.Context, id string) ([]byte, error) {
+	var body []byte
+	err := q.db.QueryRow(ctx, `SELECT body FROM webhook_deliveries WHERE delivery_id = $1`, id).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("delivery %s: %w", id, task.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the body of delivery %s: %w", id, err)
+	}
+	return body, nil
 }
 
 // DeliveryFilter selects deliveries to list.
@@ -154,7 +191,7 @@ type DeliveryFilter struct {
 // ListDeliveries returns deliveries, newest first: latest received first,
 // and in the order they arrived among those received together (a group
 // commit gives its deliveries one received_at). The order is read from
-// the index on received_at.
+// the index on received_at. Their Body and Parsed are left out.
 func (q *Queries) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -166,7 +203,7 @@ func (q *Queries) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Deliv
 	if f.Failed {
 		where = `WHERE outcome = 'parked' OR (processed_at IS NULL AND outcome = '' AND attempts > 0)`
 	}
-	rows, err := q.db.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries `+where+`
+	rows, err := q.db.Query(ctx, `SELECT `+listedDeliveryColumns+` FROM webhook_deliveries `+where+`
 		ORDER BY received_at DESC, seq DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
@@ -252,7 +289,7 @@ func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn 
 	)
 	err := s.InTx(ctx, func(tx *Tx) error {
 		var err error
-		d, err = scanDelivery(tx.db.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		d, err = scanDelivery(tx.db.QueryRow(ctx, `SELECT `+processedDeliveryColumns+` FROM webhook_deliveries
 			WHERE processed_at IS NULL AND outcome = '' AND next_attempt_at <= now()
 			ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`))
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -79,3 +79,52 @@ func TestDeliveryTransitionsAreObserved(t *testing.T) {
 		})
 	}
 }
+
+// Processing is given what the intake parsed instead of the body, which
+// only DeliveryBody and Delivery read; listing reads neither.
+func TestProcessingReadsTheParsedEventNotTheBody(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, _ := setup(t)
+	body, parsed := []byte(`{"action":"opened","huge":"..."}`), []byte{1, '{', '}'}
+	inserted, err := store.InsertDeliveries(ctx, []repository.Delivery{
+		{ID: "parsed", Event: "issues", Body: body, Parsed: parsed},
+		{ID: "unparsed", Event: "issues", Body: body},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, inserted)
+
+	var given []repository.Delivery
+	for range 2 {
+		_, _, err := store.ProcessNextDelivery(ctx, repository.RetryPolicy{}, func(ctx context.Context, tx *repository.Tx, d repository.Delivery) (repository.DeliveryResult, error) {
+			given = append(given, d)
+			if d.ID == "parsed" {
+				got, err := tx.DeliveryBody(ctx, d.ID)
+				require.NoError(t, err)
+				assert.Equal(t, body, got)
+			}
+			return repository.DeliveryResult{Outcome: repository.OutcomeProcessed}, nil
+		})
+		require.NoError(t, err)
+	}
+	require.Len(t, given, 2)
+	assert.Equal(t, "parsed", given[0].ID)
+	assert.Nil(t, given[0].Body)
+	assert.Equal(t, parsed, given[0].Parsed)
+	assert.Equal(t, body, given[1].Body)
+	assert.Nil(t, given[1].Parsed)
+
+	d, err := store.Delivery(ctx, "parsed")
+	require.NoError(t, err)
+	assert.Equal(t, body, d.Body)
+	assert.Equal(t, parsed, d.Parsed)
+	list, err := store.ListDeliveries(ctx, repository.DeliveryFilter{})
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	for _, d := range list {
+		assert.Nil(t, d.Body, d.ID)
+		assert.Nil(t, d.Parsed, d.ID)
+	}
+	_, err = store.DeliveryBody(ctx, "missing")
+	require.ErrorIs(t, err, task.ErrNotFound)
+}

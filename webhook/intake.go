@@ -249,8 +249,23 @@ func (in *Intake) read(w http.ResponseWriter, r *http.Request, h payload.Headers
 		return repository.Delivery{}, &rejection{http.StatusBadRequest, "malformed", err.Error()}
 	}
 	d.Action, d.Repo, d.Issue = ev.Action, ev.Repo, ev.Number()
+	// Stored beside the body, so processing reads neither the body nor
+	// parses it again; a body the parser keeps whole (a pull request's, a
+	// comment's) past maxParsedBytes is parsed again rather than stored
+	// twice.
+	enc, err := ev.Encode()
+	switch {
+	case err != nil:
+		in.cfg.Logger.Warn("webhook delivery stored unparsed: processing parses it again", "delivery_id", d.ID,
+			"event", h.Event, "error", err)
+	case len(enc) <= maxParsedBytes:
+		d.Parsed = enc
+	}
 	return d, nil
 }
+
+// maxParsedBytes bounds the parsed event stored with a delivery.
+const maxParsedBytes = 256 << 10
 
 // readBody reads a request body into a buffer sized by Content-Length when
 // the client sent one (Gitea does), instead of growing it step by step.

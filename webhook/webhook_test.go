@@ -418,6 +418,8 @@ func TestHugeIssueBodyIsKeptCapped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, repository.OutcomeProcessed, d.Outcome)
 	assert.Equal(t, f.Body, d.Body, "the inbox keeps what Gitea sent")
+	assert.NotEmpty(t, d.Parsed, "and what the intake parsed, so processing does not parse it again")
+	assert.Less(t, len(d.Parsed), 80<<10)
 
 	want := task.CapBody(huge)
 	assert.Contains(t, want, "bytes omitted; Gitea has the whole text")
@@ -513,4 +515,35 @@ type firstRead struct {
 func (f *firstRead) Read(p []byte) (int, error) {
 	f.once.Do(f.read)
 	return f.ReadCloser.Read(p)
+}
+
+// A delivery stored with nothing parsed (before the parsed column, or by
+// the catch-up), or parsed by a mozi that parsed differently, is
+// processed from its body.
+func TestDeliveryWithoutAUsableParseIsProcessedFromItsBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	f := recording.Find(recording.MustLoad(), "004") // #2 assigned to coder1
+	g, err := f.Edit(func(p map[string]any) { p["issue"].(map[string]any)["number"] = 3 })
+	require.NoError(t, err)
+	inserted, err := b.store.InsertDeliveries(ctx, []repository.Delivery{
+		{ID: "unparsed", Event: "issues", EventType: "issue_assign", Action: "assigned", Repo: "acme/widget",
+			Body: f.Body},
+		{ID: "stale", Event: "issues", EventType: "issue_assign", Action: "assigned", Repo: "acme/widget",
+			Body: g.Body, Parsed: []byte{0, '{', '}'}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, inserted)
+	b.drain(t)
+	for _, id := range []string{"unparsed", "stale"} {
+		d, err := b.store.Delivery(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, repository.OutcomeProcessed, d.Outcome, id)
+	}
+	var issues []int
+	for _, tk := range b.tasks(t) {
+		issues = append(issues, tk.IssueNumber)
+	}
+	assert.Equal(t, []int{2, 3}, issues)
 }

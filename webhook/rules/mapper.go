@@ -128,9 +128,9 @@ func (m *Mapper) Apply(ctx context.Context, tx *repository.Tx, d repository.Deli
 	if kind == payload.KindIgnored {
 		return repository.DeliveryResult{Outcome: repository.OutcomeIgnored}, nil
 	}
-	ev, err := payload.Parse(kind, d.Body)
+	ev, err := deliveryEvent(ctx, tx, kind, d)
 	if err != nil {
-		return repository.DeliveryResult{}, fmt.Errorf("%w: %v", errPermanent, err)
+		return repository.DeliveryResult{}, err
 	}
 	key := ev.SemanticKey()
 	claimed, err := tx.ClaimEffect(ctx, key, d.ID)
@@ -150,6 +150,29 @@ func (m *Mapper) Apply(ctx context.Context, tx *repository.Tx, d repository.Deli
 		return repository.DeliveryResult{}, err
 	}
 	return repository.DeliveryResult{Outcome: repository.OutcomeProcessed, SemanticKey: key}, nil
+}
+
+// deliveryEvent is the event a delivery carries: what the intake parsed,
+// else its body parsed now (a delivery stored with nothing parsed, or
+// parsed by a mozi that parsed differently).
+func deliveryEvent(ctx context.Context, tx *repository.Tx, kind payload.Kind, d repository.Delivery) (payload.Event, error) {
+	if d.Parsed != nil {
+		if ev, err := payload.DecodeEvent(d.Parsed); err == nil && ev.Kind == kind {
+			return ev, nil
+		}
+		if d.Body == nil {
+			body, err := tx.DeliveryBody(ctx, d.ID)
+			if err != nil {
+				return payload.Event{}, err
+			}
+			d.Body = body
+		}
+	}
+	ev, err := payload.Parse(kind, d.Body)
+	if err != nil {
+		return payload.Event{}, fmt.Errorf("%w: %v", errPermanent, err)
+	}
+	return ev, nil
 }
 
 // fromBot is the loop guard: a comment mozi posted (its failure notices)

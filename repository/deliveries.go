@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/moziplus/mozi/repository/task"
 )
@@ -101,6 +103,68 @@ func (q *Queries) InsertDeliveries(ctx context.Context, ds []Delivery) (inserted
 	}
 	return inserted, nil
 }
+
+// largeBatchBytes is the size of a batch's bodies from which
+// Store.InsertDeliveries hands them to the driver as they are.
+const largeBatchBytes = 1 << 20
+
+// InsertDeliveries is Queries.InsertDeliveries, but for a batch of large
+// bodies, which it stores in one transaction, a statement each, handing
+// each body to the driver as it is. Through pgx's query builder every body
+// is copied into one buffer that the connection keeps reachable after the
+// statement (pgx 5.12 truncates its list of parameter values without
+// clearing it): megabytes per idle connection, until one runs a statement
+// with as many parameters.
+func (s *Store) InsertDeliveries(ctx context.Context, ds []Delivery) ([]bool, error) {
+	size := 0
+	for _, d := range ds {
+		size += len(d.Body)
+	}
+	if size < largeBatchBytes {
+		return s.Queries.InsertDeliveries(ctx, ds)
+	}
+	inserted := make([]bool, len(ds))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		pg := tx.Conn().PgConn()
+		for i, d := range ds {
+			h, err := json.Marshal(d.Headers)
+			if err != nil {
+				return fmt.Errorf("encode headers of delivery %s: %w", d.ID, err)
+			}
+			rr := pg.ExecParams(ctx, insertDeliverySQL, [][]byte{[]byte(d.ID), []byte(d.Event),
+				[]byte(d.EventType), []byte(d.Action), []byte(d.Repo), h, []byte(d.Outcome),
+				strconv.AppendInt(nil, int64(d.Issue), 10), d.Parsed, d.Body},
+				insertDeliveryOIDs, insertDeliveryFormats, nil)
+			for rr.NextRow() {
+				inserted[i] = true
+			}
+			if _, err := rr.Close(); err != nil {
+				return fmt.Errorf("store delivery %s: %w", d.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %d deliveries: %w", len(ds), err)
+	}
+	return inserted, nil
+}
+
+// insertDeliverySQL stores one delivery from raw parameters: text but
+// for parsed and body, given as bytes (binary bytea).
+const insertDeliverySQL = `INSERT INTO webhook_deliveries (delivery_id, event, event_type, action,
+		repo, headers, outcome, processed_at, issue_number, parsed, body)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $7 = '' THEN NULL ELSE now() END, NULLIF($8, 0), $9, $10)
+	ON CONFLICT (delivery_id) DO NOTHING
+	RETURNING delivery_id`
+
+var (
+	insertDeliveryOIDs = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID,
+		pgtype.TextOID, pgtype.JSONBOID, pgtype.TextOID, pgtype.Int4OID, pgtype.ByteaOID, pgtype.ByteaOID}
+	insertDeliveryFormats = []int16{pgtype.TextFormatCode, pgtype.TextFormatCode, pgtype.TextFormatCode,
+		pgtype.TextFormatCode, pgtype.TextFormatCode, pgtype.TextFormatCode, pgtype.TextFormatCode,
+		pgtype.TextFormatCode, pgtype.BinaryFormatCode, pgtype.BinaryFormatCode}
+)
 
 // InsertDelivery stores one delivery with a single-row INSERT. The intake
 // batches instead; this is the baseline `mozi-bench intake` measures it

@@ -1,8 +1,10 @@
 package repository_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -127,4 +129,64 @@ func TestProcessingReadsTheParsedEventNotTheBody(t *testing.T) {
 	}
 	_, err = store.DeliveryBody(ctx, "missing")
 	require.ErrorIs(t, err, task.ErrNotFound)
+}
+
+// After a batch of large bodies, the connection that stored them does not
+// keep them (pgx keeps a statement's parameters until the next one).
+// Not parallel: the heap is measured.
+func TestStoredBodiesAreNotKeptByTheConnection(t *testing.T) {
+	ctx := context.Background()
+	store, _ := setup(t)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	inserted, err := store.InsertDeliveries(ctx, []repository.Delivery{
+		{ID: "big-1", Event: "issues", Body: make([]byte, 16<<20)},
+		{ID: "big-2", Event: "issues", Body: make([]byte, 16<<20)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, inserted)
+	after := heap()
+	assert.Less(t, int64(after)-int64(before), int64(8<<20), "heap grew from %d to %d bytes", before, after)
+}
+
+// A batch of large bodies is stored as a batch of small ones is: the same
+// rows, a delivery id seen before (or twice in the batch) not stored again.
+func TestLargeBatchesAreStoredAsSmallOnes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, raw := setup(t)
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	_, err := store.InsertDeliveries(ctx, []repository.Delivery{{ID: "seen", Event: "issues", Body: []byte(`{}`)}})
+	require.NoError(t, err)
+	inserted, err := store.InsertDeliveries(ctx, []repository.Delivery{
+		{ID: "big", Event: "issues", EventType: "issue_assign", Action: "assigned", Repo: "acme/widget", Issue: 7,
+			Headers: map[string]string{"X-Gitea-Delivery": "big"}, Body: big, Parsed: []byte{1, 2}},
+		{ID: "seen", Event: "issues", Body: big},
+		{ID: "ignored", Event: "push", Outcome: repository.OutcomeIgnored, Body: big},
+		{ID: "big", Event: "issues", Body: []byte(`{}`)},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, false, true, false}, inserted)
+
+	d, err := store.Delivery(ctx, "big")
+	require.NoError(t, err)
+	assert.Equal(t, repository.Delivery{ID: "big", Seq: d.Seq, Event: "issues", EventType: "issue_assign",
+		Action: "assigned", Repo: "acme/widget", Headers: map[string]string{"X-Gitea-Delivery": "big"}, Body: big,
+		Parsed: []byte{1, 2}, ReceivedAt: d.ReceivedAt, NextAttemptAt: d.NextAttemptAt}, d)
+	var issue int
+	require.NoError(t, raw.QueryRow(ctx, `SELECT issue_number FROM webhook_deliveries WHERE delivery_id = 'big'`).Scan(&issue))
+	assert.Equal(t, 7, issue)
+	ignored, err := store.Delivery(ctx, "ignored")
+	require.NoError(t, err)
+	assert.Equal(t, repository.OutcomeIgnored, ignored.Outcome)
+	assert.False(t, ignored.ProcessedAt.IsZero(), "stored as processed")
+	assert.Nil(t, ignored.Parsed)
+	seen, err := store.Delivery(ctx, "seen")
+	require.NoError(t, err)
+	assert.Equal(t, []byte(`{}`), seen.Body, "not replaced")
 }

@@ -135,7 +135,10 @@ func (c *committer) lead(own *pendingDelivery) {
 		}
 		batch := make([]*pendingDelivery, n)
 		copy(batch, c.queue)
+		rest := len(c.queue) - n
 		c.queue = append(c.queue[:0], c.queue[n:]...)
+		// The slots left behind would keep the batch's bodies reachable.
+		clear(c.queue[rest : rest+n])
 		ctx := c.ctx
 		c.mu.Unlock()
 

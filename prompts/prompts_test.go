@@ -436,3 +436,41 @@ func TestRoundReviewAndDiscussionOpenNoPullRequest(t *testing.T) {
 		}
 	}
 }
+
+// mozi keeps 64 KiB of an issue body (task.MaxBodyBytes): no prompt can
+// show more, so the prompt of an issue whose 9 MB body was cut shows what
+// it would have shown of the whole body.
+func TestCappedBodyGivesThePromptItsBudget(t *testing.T) {
+	w := newWorld(t)
+	set, err := templates.Load("en", "")
+	require.NoError(t, err)
+	require.LessOrEqual(t, DefaultTotalBudget, task.MaxBodyBytes)
+	b := NewBuilder(set, nil, 0)
+	tk := w.find(t, task.ActionIssueAssigned, "coder1", task.BusinessBug)
+	in, err := Gather(context.Background(), w.reader, tk, agentFor("coder1"), w.gitea.URL, "lead")
+	require.NoError(t, err)
+	var huge strings.Builder
+	for i := 0; huge.Len() < 9_000_000; i++ {
+		fmt.Fprintf(&huge, "%07d a line of the log pasted into the issue\n", i)
+	}
+
+	in.Issue.Body = huge.String()
+	whole, err := b.Build(in)
+	require.NoError(t, err)
+	in.Issue.Body = task.CapBody(huge.String())
+	require.Less(t, len(in.Issue.Body), huge.Len())
+	capped, err := b.Build(in)
+	require.NoError(t, err)
+
+	shown := func(p *Prompt) string {
+		text, _, ok := strings.Cut(sectionText(p, "toolchain_context"), "[… cut by mozi:")
+		require.True(t, ok, "the body is cut in the prompt")
+		return text
+	}
+	// The same text, but for a line: the cut's marker counts fewer bytes
+	// omitted, in fewer digits.
+	a, c := shown(whole), shown(capped)
+	assert.True(t, strings.HasPrefix(c, a), "the capped body's prompt shows what the whole body's does")
+	assert.Less(t, len(c)-len(a), 100)
+	assert.Greater(t, len(c), 20<<10, "the body gets most of its section")
+}

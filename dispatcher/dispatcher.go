@@ -353,6 +353,13 @@ func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFu
 			log.Warn("heartbeat failed, will try again", "error", err)
 			continue
 		}
+		if !st.Held && st.Status.Terminal() {
+			// Runs keep their lease through others' terminal events: a
+			// finished task without it is this run's own outcome, recorded
+			// (and its lease dropped) a moment before the run returns.
+			log.Debug("task finished and its lease released: the run is over", "status", st.Status)
+			return
+		}
 		if !st.Held {
 			log.Error("lease lost: another runner holds the task, stopping the agent", "status", st.Status)
 			cancel(task.ErrLeaseLost)

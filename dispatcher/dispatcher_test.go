@@ -1,9 +1,12 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -460,4 +463,57 @@ func TestAnEndedTaskStopsItsAgentUnlessTheAgentEndedIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A run whose own outcome was recorded (the task finished, its lease
+// dropped) and that is kicked before it returns is not a lost lease: the
+// keeper lets the run end by itself instead of stopping it as if another
+// runner held the task.
+func TestOwnRecordedOutcomeIsNotALostLease(t *testing.T) {
+	store := pgtest.Store(t)
+	tk := createTask(t, store, repository.NewTask{IssueNumber: 5})
+	h := causeRecorder{cause: make(chan error, 1)}
+	var logs lockedBuffer
+	d := New(Config{Owner: "r1", MaxConcurrency: 1, PollInterval: time.Hour, LeaseTTL: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Agents: []Agent{{Login: "coder1", MaxConcurrency: 1, Enabled: true}}}, store, fakeIssues{}, h)
+	stop := run(d)
+	defer stop()
+	require.Eventually(t, func() bool {
+		got, err := store.Task(context.Background(), tk.ID)
+		return err == nil && got.Status == task.StatusClaimed
+	}, 10*time.Second, 10*time.Millisecond)
+
+	ctx := context.Background()
+	_, err := store.Apply(ctx, tk.ID, task.EventComplete, repository.Change{Actor: "coder1"})
+	require.NoError(t, err)
+	require.NoError(t, store.DropLease(ctx, tk.ID, "r1")) // as recording the run's outcome does
+	d.TaskEnded(tk.ID)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "the run is over") },
+		10*time.Second, 10*time.Millisecond, "the keeper looked")
+	assert.NotContains(t, logs.String(), "lease lost")
+	select {
+	case cause := <-h.cause:
+		t.Fatalf("the run was stopped: %v", cause)
+	default:
+	}
+}
+
+// lockedBuffer is a log destination a test reads while the dispatcher
+// writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

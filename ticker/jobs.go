@@ -170,7 +170,9 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, m := range queued {
+		var made tally
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
+			made = tally{}
 			if err := tx.LockIssue(ctx, m.Repo, m.IssueNumber); err != nil {
 				return err
 			}
@@ -188,17 +190,18 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
+			made.add(nt, refused)
 			outcome := "skipped"
 			if refused == "" {
-				outcome, n = "task", n+1
-			} else {
-				t.refused(nt, refused)
+				outcome = "task"
 			}
 			return tx.ConsumeMention(ctx, m.ID, created.ID, outcome)
 		})
 		if err != nil {
 			return n, err
 		}
+		n += len(made.created)
+		t.report(made)
 	}
 	if n > 0 {
 		t.cfg.WakeDispatcher()
@@ -212,13 +215,44 @@ func (t *Ticker) guard(at time.Time) repository.Guard {
 	return repository.Guard{At: at, BudgetPerHour: t.cfg.TaskBudgetPerHour}
 }
 
-// refused logs a task a guard did not let the ticker create.
-func (t *Ticker) refused(n repository.NewTask, why repository.Refusal) {
-	if why == repository.RefusedDuplicate {
-		return
+// tally collects what one transaction created or was refused; it is
+// reported once the transaction committed (a retried transaction starts a
+// new tally), so nothing is counted twice or for a rollback.
+type tally struct {
+	created []task.ActionType
+	refused []refusal
+}
+
+type refusal struct {
+	task repository.NewTask
+	why  repository.Refusal
+}
+
+// add records the outcome of one guarded creation.
+func (c *tally) add(n repository.NewTask, why repository.Refusal) {
+	if why == "" {
+		c.created = append(c.created, n.ActionType)
+	} else {
+		c.refused = append(c.refused, refusal{n, why})
 	}
-	t.cfg.Logger.Warn("ticker task not created", "repo", n.Repo, "issue", n.IssueNumber, "action_type", n.ActionType,
-		"agent", n.Agent, "reason", why)
+}
+
+// report logs the refusals and tells the observer, after the commit.
+func (t *Ticker) report(c tally) {
+	for _, r := range c.refused {
+		if r.why != repository.RefusedDuplicate {
+			t.cfg.Logger.Warn("ticker task not created", "repo", r.task.Repo, "issue", r.task.IssueNumber,
+				"action_type", r.task.ActionType, "agent", r.task.Agent, "reason", r.why)
+		}
+		if t.cfg.Creations != nil {
+			t.cfg.Creations.TaskRefused(r.task.ActionType, r.why)
+		}
+	}
+	if t.cfg.Creations != nil {
+		for _, a := range c.created {
+			t.cfg.Creations.TaskCreated(a)
+		}
+	}
 }
 
 // rounds gives the lead one round_review task when every sub-issue of a
@@ -234,7 +268,9 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, r := range due {
+		var made tally
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
+			made = tally{}
 			nt := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: task.ActionRoundReview,
 				Agent: t.cfg.Lead, Priority: task.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
 				Meta: task.Meta{Round: r.Round, Event: "ticker/rounds"}}
@@ -244,21 +280,21 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 				return err
 			}
 			_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
-			switch {
-			case err != nil:
+			if err != nil {
 				return err
-			case refused == "":
-				n++
-				t.cfg.Logger.Info("round complete: round review created", "repo", r.Repo, "issue", r.Parent,
-					"round", r.Round, "agent", t.cfg.Lead)
-			default:
-				t.refused(nt, refused)
 			}
+			made.add(nt, refused)
 			return nil
 		})
 		if err != nil {
 			return n, err
 		}
+		if len(made.created) > 0 {
+			n++
+			t.cfg.Logger.Info("round complete: round review created", "repo", r.Repo, "issue", r.Parent,
+				"round", r.Round, "agent", t.cfg.Lead)
+		}
+		t.report(made)
 	}
 	if n > 0 {
 		t.cfg.WakeDispatcher()
@@ -275,7 +311,9 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, issue := range due {
+		var made tally
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
+			made = tally{}
 			if err := tx.LockIssue(ctx, issue.Repo, issue.Number); err != nil {
 				return err
 			}
@@ -293,18 +331,18 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 				if err != nil {
 					return err
 				}
-				if refused == "" {
-					n++
-				} else {
-					t.refused(nt, refused)
-				}
+				made.add(nt, refused)
 			}
-			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", len(t.cfg.Agents))
 			return nil
 		})
 		if err != nil {
 			return n, err
 		}
+		if len(made.created)+len(made.refused) > 0 {
+			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", len(made.created))
+		}
+		n += len(made.created)
+		t.report(made)
 	}
 	if n > 0 {
 		t.cfg.WakeDispatcher()

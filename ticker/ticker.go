@@ -119,7 +119,18 @@ type Config struct {
 	WakeDispatcher func()
 	Logger         *slog.Logger
 	Metrics        *Metrics
-	Now            func() time.Time
+	// Creations is told of every task the ticker creates and of those a
+	// guard refused, once their transaction committed, as the webhook's
+	// rules are (nil: nobody), so that mozi_tasks_created_total counts
+	// round reviews, discussions and late mentions too.
+	Creations CreationObserver
+	Now       func() time.Time
+}
+
+// CreationObserver learns of the tasks the ticker creates or is refused.
+type CreationObserver interface {
+	TaskCreated(action task.ActionType)
+	TaskRefused(action task.ActionType, why repository.Refusal)
 }
 
 func (c *Config) setDefaults() {

@@ -289,12 +289,16 @@ func TestDiscussionBroadcastOnce(t *testing.T) {
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(-time.Second)}))
 	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 51, Title: "Not yet",
 		State: "open", Author: "owner", UpdatedAt: time.Now(), DiscussionDueAt: time.Now().Add(time.Hour)}))
-	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}})
+	var seen creations
+	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}, Creations: &seen})
 	assert.Equal(t, 2, tk.RunJob(ctx, ticker.JobDiscussions))
 	for _, agent := range []string{"coder1", "coder2"} {
 		assert.Equal(t, task.StatusPending, w.task(task.ActionDiscussion, agent, 50).Status)
 	}
+	assert.Equal(t, []task.ActionType{task.ActionDiscussion, task.ActionDiscussion}, seen.created,
+		"counted in mozi_tasks_created_total like the webhook's tasks")
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions), "broadcast once")
+	assert.Len(t, seen.created, 2)
 	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
 }
 
@@ -583,10 +587,15 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 	require.NoError(t, err)
 	queue(92, 5002) // the budget of one task per hour is spent
 
-	tk := w.ticker(ticker.Config{MentionsAge: time.Nanosecond, TaskBudgetPerHour: 1, Agents: []string{"coder1"}})
+	var seen creations
+	tk := w.ticker(ticker.Config{MentionsAge: time.Nanosecond, TaskBudgetPerHour: 1, Agents: []string{"coder1"},
+		Creations: &seen})
 	time.Sleep(time.Millisecond) // older than MentionsAge
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobMentions))
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobDiscussions))
+	assert.Empty(t, seen.created)
+	assert.ElementsMatch(t, []repository.Refusal{repository.RefusedClosed, repository.RefusedBudget, repository.RefusedBudget},
+		seen.refused, "the closed issue's mention; #92's mention and discussion past its budget")
 	assert.Empty(t, w.tasks(task.ActionMention, "coder1", 91))
 	assert.Empty(t, w.tasks(task.ActionMention, "coder1", 92))
 	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 92))
@@ -684,4 +693,15 @@ func TestLeadershipLostMidJobStopsTheJob(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job went on after its runner lost the leadership")
 	}
+}
+
+// creations records what the ticker tells its CreationObserver.
+type creations struct {
+	created []task.ActionType
+	refused []repository.Refusal
+}
+
+func (c *creations) TaskCreated(a task.ActionType) { c.created = append(c.created, a) }
+func (c *creations) TaskRefused(_ task.ActionType, why repository.Refusal) {
+	c.refused = append(c.refused, why)
 }

@@ -63,7 +63,8 @@ func runnerID() string {
 }
 
 func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, stateDir string,
-	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func()) (*engine, error) {
+	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func(),
+	creations ticker.CreationObserver) (*engine, error) {
 	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID(), stateDir: stateDir}
 	en.runCtx, en.killRuns = context.WithCancel(context.Background())
 	if cfg.Gitea.URL != "" {
@@ -140,6 +141,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notices: notices,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
 		WakeInbox:         wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
+		Creations: creations,
 	}, store, tg)
 	return en, nil
 }

@@ -124,7 +124,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)
-	mapper, err := newMapper(cfg, set, logger, rules.NewMetrics(registry))
+	ruleMetrics := rules.NewMetrics(registry)
+	mapper, err := newMapper(cfg, set, logger, ruleMetrics)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	en, err := newEngine(cfg, set, db.store, stateDir, e.getenv, logger, registry, processor.Wake)
+	en, err := newEngine(cfg, set, db.store, stateDir, e.getenv, logger, registry, processor.Wake, ruleMetrics)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,11 @@
 -- A delivery names the issue or pull request it is about, so that work
 -- about that issue can wait while its deliveries are still in the inbox
 -- (a discussion broadcast must not overtake a queued assignment).
--- Deliveries stored before this have none: nothing waits on them.
+-- Deliveries stored before this have none: nothing waits on them. No
+-- index of its own: the waiting deliveries are found through the inbox's
+-- partial index (webhook_deliveries_inbox_idx), and every index is paid
+-- for on the intake's insert path.
 ALTER TABLE webhook_deliveries ADD COLUMN issue_number INTEGER;
-CREATE INDEX webhook_deliveries_waiting_issue_idx ON webhook_deliveries (repo, issue_number)
-    WHERE processed_at IS NULL AND outcome = '' AND issue_number IS NOT NULL;
 
 -- +goose Down
-DROP INDEX webhook_deliveries_waiting_issue_idx;
 ALTER TABLE webhook_deliveries DROP COLUMN issue_number;

@@ -3,6 +3,9 @@ package agenttest
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -32,6 +35,47 @@ func (o *responsesRequest) hasToolResult() bool {
 	return false
 }
 
+// runningRE is what codex's exec_command (and write_stdin) answers when the
+// command is still running after the call's yield time (10 s unless the
+// call says otherwise): the model is to wait for it with write_stdin.
+var runningRE = regexp.MustCompile(`Process running with session ID (\d+)`)
+
+// stillRunning returns the session of the command whose output is the
+// request's last input item when that output says it still runs.
+func (o *responsesRequest) stillRunning() (int64, bool) {
+	var items []struct {
+		Type   string          `json:"type"`
+		Output json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(o.Input, &items) != nil || len(items) == 0 {
+		return 0, false
+	}
+	last := items[len(items)-1]
+	if last.Type != "function_call_output" {
+		return 0, false
+	}
+	// A string, or content items with text.
+	text := ""
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(last.Output, &text) != nil && json.Unmarshal(last.Output, &parts) == nil {
+		for _, p := range parts {
+			text += p.Text
+		}
+	}
+	m := runningRE.FindStringSubmatch(text)
+	if m == nil {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(m[1], 10, 64)
+	return id, err == nil
+}
+
+// pollYieldMS is how long a poll waits for the running command's output:
+// codex's maximum.
+const pollYieldMS = 30000
+
 // openAIUsage is usage on the OpenAI wire, where input counts cached tokens.
 func openAIUsage(u Usage) map[string]any {
 	return map[string]any{"input_tokens": u.Input + u.CacheRead, "input_tokens_details": map[string]any{"cached_tokens": u.CacheRead},
@@ -54,12 +98,20 @@ func (f *Server) responses(w http.ResponseWriter, r *http.Request, req *Request)
 		}
 	}
 	shell := pickShell(names)
+	session, running := in.stillRunning()
 	var item map[string]any
 	var usage Usage
 	switch {
 	case shell == "":
 		req.Turn = TurnAux
 		item = textItem("Fake title")
+	case running && slices.Contains(names, "write_stdin"):
+		// The script's command has not finished: wait for it, as a
+		// model does, or codex ends the turn and kills it.
+		req.Turn, req.Tool = TurnPoll, "write_stdin"
+		args := map[string]any{"session_id": session, "chars": "", "yield_time_ms": pollYieldMS}
+		item = map[string]any{"type": "function_call", "id": nextID("fc"), "call_id": nextID("call"), "name": "write_stdin",
+			"arguments": mustJSON(args), "status": "completed"}
 	case in.hasToolResult():
 		req.Turn = TurnFinal
 		f.record(*req)

@@ -8,7 +8,9 @@
 // The script is always the same two model turns: first one tool call that
 // runs a shell command writing a given file in the agent's working directory,
 // then, once the tool's result comes back, a final text answer. Each turn
-// reports known token usage, so a test can assert exact totals.
+// reports known token usage, so a test can assert exact totals. A command
+// that codex reports still running gets polls in between, which report no
+// usage.
 package agenttest
 
 import (
@@ -58,6 +60,7 @@ type Script struct {
 const (
 	TurnTool  = "tool"  // the first turn: a tool call
 	TurnFinal = "final" // a tool result came back: the answer
+	TurnPoll  = "poll"  // the tool's command still runs: wait for it (codex), reporting no usage
 	TurnAux   = "aux"   // a request without a shell tool (titles and the like)
 	TurnOther = "other" // not a model request
 )

@@ -84,6 +84,34 @@ func TestServerScriptsEachWire(t *testing.T) {
 	}
 }
 
+// A command codex reports still running after its yield time is waited
+// for with write_stdin until its output says it exited; then the answer.
+func TestServerWaitsForARunningCommand(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(t, Script{Answer: "done", Final: Usage{Input: 20, Output: 4}})
+	tools := `"tools":[{"type":"function","name":"exec_command"},{"type":"function","name":"write_stdin"}]`
+	// What codex 0.169 sends back, JSON-escaped.
+	running := `Chunk ID: e04542\nWall time: 10.0011 seconds\nProcess running with session ID 83006\nOriginal token count: 0\nOutput:\n`
+	exited := `Chunk ID: f6dccc\nWall time: 1.7350 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\nslept\n`
+	poll, err := json.Marshal(post(t, srv.URL+"/v1/responses", `{"model":"m","stream":true,`+tools+
+		`,"input":[{"type":"function_call_output","call_id":"c","output":"`+running+`"}]}`))
+	require.NoError(t, err)
+	require.Contains(t, string(poll), `"name":"write_stdin"`)
+	require.Contains(t, string(poll), `\"session_id\":83006`)
+	require.Contains(t, string(poll), `"output_tokens":0`)
+	// Outputs may come as content items too.
+	_, err = json.Marshal(post(t, srv.URL+"/v1/responses", `{"model":"m","stream":true,`+tools+
+		`,"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"`+running+`"}]}]}`))
+	require.NoError(t, err)
+	final, err := json.Marshal(post(t, srv.URL+"/v1/responses", `{"model":"m","stream":true,`+tools+
+		`,"input":[{"type":"function_call_output","call_id":"c","output":"`+running+`"},`+
+		`{"type":"function_call","call_id":"d","name":"write_stdin"},{"type":"function_call_output","call_id":"d","output":"`+exited+`"}]}`))
+	require.NoError(t, err)
+	require.Contains(t, string(final), `"text":"done"`)
+	require.Equal(t, []string{TurnPoll, TurnPoll, TurnFinal}, srv.Turns())
+	require.Empty(t, srv.Errors())
+}
+
 func TestServerRefusesWhatItCannotScript(t *testing.T) {
 	t.Parallel()
 	srv := NewServer(t, Script{})

@@ -243,10 +243,10 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (task.Task, bool, error)
 		log.Debug("not creating task: the issue was closed after the event")
 	case refused == repository.RefusedBudget:
 		log.Warn("task budget of the issue spent: not creating task", "budget_per_hour", e.m.cfg.TaskBudgetPerHour)
-		e.m.cfg.Metrics.budgetHits.WithLabelValues(string(n.ActionType)).Inc()
+		e.m.cfg.Metrics.TaskRefused(n.ActionType, refused)
 	case refused == "":
 		log.Info("task created", "task_id", t.ID, "business_type", t.BusinessType)
-		e.m.cfg.Metrics.tasksCreated.WithLabelValues(string(n.ActionType)).Inc()
+		e.m.cfg.Metrics.TaskCreated(n.ActionType)
 	}
 	return t, refused == "", nil
 }

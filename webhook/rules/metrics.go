@@ -1,6 +1,11 @@
 package rules
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/moziplus/mozi/repository"
+	"github.com/moziplus/mozi/repository/task"
+)
 
 // Metrics are the mapping rules' Prometheus collectors. Label values
 // are bounded: action types and state machine events.
@@ -46,4 +51,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.tasksCreated, m.budgetHits, m.hopLimits, m.breakerTrips, m.anomalies, m.incompleteReports)
 	}
 	return m
+}
+
+// TaskCreated counts a task created outside the rules (the ticker's round
+// reviews, discussions and late mentions) with the rules' own.
+func (m *Metrics) TaskCreated(action task.ActionType) {
+	m.tasksCreated.WithLabelValues(string(action)).Inc()
+}
+
+// TaskRefused counts a task refused outside the rules: a spent budget is a
+// budget hit like the rules'; other refusals are not counted.
+func (m *Metrics) TaskRefused(action task.ActionType, why repository.Refusal) {
+	if why == repository.RefusedBudget {
+		m.budgetHits.WithLabelValues(string(action)).Inc()
+	}
 }

@@ -41,6 +41,9 @@ import (
 //	E2E_LINGER        a run that did its work stays this long before it exits
 //	E2E_WAIT_FILE     a run first waits until this file exists in its home
 //	E2E_FAIL          a run exits 1 without doing anything
+//	E2E_MODEL_FILE    a coder commits this file of the worktree too, when it
+//	                  exists (what a real CLI's shell tool wrote before it
+//	                  ran this program: see cli_test.go)
 const agentRoleEnv = "E2E_AGENT_ROLE"
 
 // runsFile, in the agent's home, records each run's start and end: the
@@ -287,7 +290,13 @@ func (a *agentRun) commitAndPush(ctx context.Context, path, message string) erro
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return err
 	}
-	for _, args := range [][]string{{"add", path}, {"commit", "-q", "-m", message}, {"push", "-u", "origin", "HEAD"}} {
+	add := []string{"add", path}
+	if f := os.Getenv("E2E_MODEL_FILE"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			add = append(add, f)
+		}
+	}
+	for _, args := range [][]string{add, {"commit", "-q", "-m", message}, {"push", "-u", "origin", "HEAD"}} {
 		fmt.Printf("e2e agent: %s git %s\n", time.Now().Format("15:04:05.000"), args[0])
 		if out, err := a.git(ctx, args...); err != nil {
 			return err

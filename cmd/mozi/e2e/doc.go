@@ -3,8 +3,9 @@
 // ticker, spawner, worktrees and bubblewrap sandbox — against a real
 // Gitea (repository/gitea/realgitea) and a real PostgreSQL, with agents
 // that are small programs doing real work with git and Gitea's API from
-// inside the sandbox. Each test asserts on what Gitea shows afterwards and
-// on mozi's rows.
+// inside the sandbox (or real agent CLIs whose fake model has them run
+// that program: cli_test.go). Each test asserts on what Gitea shows
+// afterwards and on mozi's rows.
 //
 //	go test -tags e2e ./cmd/mozi/e2e
 //

@@ -57,15 +57,38 @@ func TestE2EAssignedIssueOpensPullRequest(t *testing.T) {
 // done, each run once, and the worktrees go.
 func TestE2EReviewRoundThenMerge(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, worldOptions{agents: []agentSpec{
-		{name: "coder", role: "coder", env: map[string]string{"E2E_REVIEWERS": "{world}-reviewer"}},
+	w := newWorld(t, worldOptions{agents: reviewRoundAgents("")})
+	w.reviewRoundThenMerge("Add a farewell", "Please add a farewell file.", 3*time.Minute)
+	w.checkRuns()
+	w.waitRunsRecorded()
+	w.checkAttemptsApart()
+}
+
+// reviewRoundAgents are the agents of reviewRoundThenMerge: a coder who
+// asks the reviewer for a review, a reviewer who requests changes in its
+// first review and, approving, asks the lead to merge, and the lead. With
+// a preset, the coder is that preset's real CLI.
+func reviewRoundAgents(coderPreset string) []agentSpec {
+	return []agentSpec{
+		{name: "coder", role: "coder", preset: coderPreset, env: map[string]string{"E2E_REVIEWERS": "{world}-reviewer"}},
 		{name: "reviewer", role: "reviewer", env: map[string]string{"E2E_REJECT_FIRST": "1", "E2E_LEAD": "{world}-lead"}},
 		{name: "lead", role: "lead", lead: true},
-	}})
-	coder, reviewer, lead := w.login("coder"), w.login("reviewer"), w.login("lead")
-	issue := w.createIssue("Add a farewell", "Please add a farewell file.", coder)
+	}
+}
 
-	w.eventually("the pull request merged", 3*time.Minute, func() (bool, string) {
+// reviewRoundThenMerge assigns an issue to the coder of reviewRoundAgents
+// and checks the flow to the merge: one pull request with two commits
+// (the second answers the requested changes) on one work branch, the
+// reviewer's two reviews, every task of the issue done and run once, the
+// worktrees removed. The merge must come within mergeWithin. It returns the
+// issue and its pull request.
+func (w *world) reviewRoundThenMerge(title, body string, mergeWithin time.Duration) (int, pull) {
+	t := w.t
+	t.Helper()
+	coder, reviewer, lead := w.login("coder"), w.login("reviewer"), w.login("lead")
+	issue := w.createIssue(title, body, coder)
+
+	w.eventually("the pull request merged", mergeWithin, func() (bool, string) {
 		pulls := w.pulls()
 		return len(pulls) == 1 && pulls[0].Merged, fmt.Sprintf("pulls %+v; tasks:%s", pulls, describe(w.tasks()))
 	})
@@ -116,7 +139,7 @@ func TestE2EReviewRoundThenMerge(t *testing.T) {
 		trees := w.worktrees()
 		return len(trees) == 0, fmt.Sprint(trees)
 	})
-	w.checkRuns()
+	return issue, pr
 }
 
 // runsOf is an agent's own record of its runs ("" before its first).
@@ -137,6 +160,33 @@ func (w *world) checkRuns() {
 		for _, line := range strings.Split(w.runsOf(a), "\n") {
 			if strings.HasPrefix(line, "overlap") {
 				w.t.Errorf("agent %s: a run started while another was running: %s", a.Login, line)
+			}
+		}
+	}
+}
+
+// checkAttemptsApart fails the test when mozi's records show two runs of
+// one agent at the same time: each attempt's interval, from its row's
+// start to its end (which bracket the process), must end before the
+// agent's next one starts. Unlike checkRuns it covers what the agent's
+// command ran before and after the agent program (a real CLI), and runs
+// that never got to it. Every run must have ended (waitRunsRecorded).
+func (w *world) checkAttemptsApart() {
+	w.t.Helper()
+	byAgent := map[string][]task.Attempt{}
+	for _, tk := range w.tasks() {
+		for _, a := range w.attemptsOf(tk.ID) {
+			require.False(w.t, a.FinishedAt.IsZero(), "attempt %d of task %d (%s) has not ended", a.Attempt, tk.ID, tk.ActionType)
+			byAgent[a.Agent] = append(byAgent[a.Agent], a)
+		}
+	}
+	for agent, list := range byAgent {
+		slices.SortFunc(list, func(a, b task.Attempt) int { return a.StartedAt.Compare(b.StartedAt) })
+		for i := 1; i < len(list); i++ {
+			prev, next := list[i-1], list[i]
+			if next.StartedAt.Before(prev.FinishedAt) {
+				w.t.Errorf("agent %s: task %d's run started at %s, before task %d's run ended at %s", agent,
+					next.TaskID, next.StartedAt.Format(time.StampMicro), prev.TaskID, prev.FinishedAt.Format(time.StampMicro))
 			}
 		}
 	}

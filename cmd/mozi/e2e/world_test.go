@@ -9,11 +9,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,13 +33,18 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/realgitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/agenttest"
 )
 
 // agentSpec declares one agent of a world: a Gitea user of its own and
-// the e2e agent program (this test binary) as its command.
+// the e2e agent program (this test binary) as its command, or a real agent
+// CLI whose model (worldOptions.model) has it run that program.
 type agentSpec struct {
 	name string // short name; its login is <world>-<name>
 	role string // coder, reviewer or lead: what the agent program does
+	// preset, when set, makes the agent that preset's real CLI
+	// (claude-code, codex, opencode) talking to worldOptions.model.
+	preset string
 	// env are extra variables of the agent program (E2E_* behaviours).
 	env         map[string]string
 	concurrency int
@@ -60,6 +69,11 @@ type worldOptions struct {
 	// ownDatabase gives the world a PostgreSQL cluster of its own, which
 	// the test may stop and start (a database outage).
 	ownDatabase bool
+	// model is the fake model endpoint of the agents with a preset.
+	model *agenttest.Server
+	// path is mozi's PATH, and so its agents' (default the test's): where
+	// the agents' CLIs are found.
+	path string
 }
 
 // world is one repository in Gitea with its people and agents, and the mozi
@@ -93,6 +107,9 @@ type agentUser struct {
 	realgitea.User
 	spec agentSpec
 	home string
+	// modelEnv points the agent's CLI at the world's model (agents with
+	// a preset).
+	modelEnv map[string]string
 }
 
 var worldSeq atomic.Int64
@@ -142,6 +159,13 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 		require.NoError(t, os.MkdirAll(filepath.Join(a.home, "bin"), 0o755))
 		require.NoError(t, os.Chmod(a.home, 0o755))
 		linkOrCopy(t, self, a.bin())
+		if spec.preset != "" {
+			require.NotNil(t, opts.model, "agent %s runs the %s CLI: the world needs a model", spec.name, spec.preset)
+			a.modelEnv, err = opts.model.Env(spec.preset, a.home)
+			require.NoError(t, err)
+			delete(a.modelEnv, "HOME") // the agent's home: mozi sets it
+			giveToAgentsUser(t, a.home)
+		}
 		w.agents[spec.name] = a
 	}
 
@@ -165,7 +189,11 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 		giteaURL = g.URL
 	}
 	w.writeConfig(giteaURL, opts.tune)
-	w.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "USER=" + os.Getenv("USER"),
+	path := opts.path
+	if path == "" {
+		path = os.Getenv("PATH")
+	}
+	w.env = []string{"PATH=" + path, "HOME=" + os.Getenv("HOME"), "USER=" + os.Getenv("USER"),
 		"MOZI_GITEA_TOKEN=" + w.bot.Token, "MOZI_WEBHOOK_SECRET=" + w.secret, "GORACE=halt_on_error=0"}
 	for _, a := range w.agents {
 		w.env = append(w.env, a.tokenEnv()+"="+a.Token)
@@ -203,6 +231,35 @@ func withDefaults(files map[string]string) map[string]string {
 
 func (a *agentUser) bin() string { return filepath.Join(a.home, "bin", "mozi-e2e-agent") }
 
+// giveToAgentsUser hands what was written in an agent's home (a CLI's
+// configuration) to the user mozi runs agents as when it is root (nobody,
+// sandbox.user's default), as an operator would: the CLIs write beside
+// their configuration. mozi itself gives the agent only its home's top
+// directory. bin/ stays root's: the program there is a link to this test
+// binary.
+func giveToAgentsUser(t *testing.T, home string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	u, err := user.Lookup("nobody")
+	require.NoError(t, err)
+	uid, err := strconv.Atoi(u.Uid)
+	require.NoError(t, err)
+	gid, err := strconv.Atoi(u.Gid)
+	require.NoError(t, err)
+	err = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p == filepath.Join(home, "bin") {
+			return filepath.SkipDir
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	require.NoError(t, err)
+}
+
 func (a *agentUser) tokenEnv() string {
 	return strings.ToUpper(strings.NewReplacer("-", "_").Replace(a.Login)) + "_TOKEN"
 }
@@ -238,11 +295,17 @@ func (w *world) writeConfig(giteaURL string, tune func(map[string]any)) {
 		if timeout == 0 {
 			timeout = 2 * time.Minute
 		}
-		agents = append(agents, map[string]any{
+		agent := map[string]any{
 			"login": a.Login, "command": []string{a.bin()}, "home": a.home, "token_env": a.tokenEnv(),
 			"max_concurrency": max(a.spec.concurrency, 1), "lead": a.spec.lead, "infra": a.spec.infra,
 			"timeout": timeout.String(), "env": env,
-		})
+		}
+		if a.spec.preset != "" {
+			delete(agent, "command")
+			agent["preset"] = a.spec.preset
+			maps.Copy(env, a.modelEnv)
+		}
+		agents = append(agents, agent)
 	}
 	cfg := map[string]any{
 		"listen":   "127.0.0.1:0",

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
 )
@@ -49,84 +47,29 @@ func benchBigBodies(ctx context.Context, e *env, args []string) error {
 	if *n < 1 || *bodyBytes < 1 || *concurrency < 1 {
 		return usagef("--webhooks, --body-bytes and --concurrency must be positive")
 	}
-	bin, cleanup, err := findMozi(ctx, *moziPath)
+	var promptDir string
+	st, err := startStage(ctx, e, stageOptions{moziPath: *moziPath, fixture: *fixture, databaseURL: *url,
+		tempPrefix: "mozi-bench-bigbodies-", concurrency: *concurrency,
+		prepare: func(dir string) (string, error) {
+			// The agent copies its prompt here, to see what of each body
+			// it carried; as root, it runs as an unprivileged user.
+			promptDir = filepath.Join(dir, "prompts")
+			if err := os.Mkdir(promptDir, 0o777); err != nil {
+				return "", err
+			}
+			if err := os.Chmod(promptDir, 0o777); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf(`cp "$MOZI_PROMPT_FILE" %s/"$MOZI_ISSUE"`, promptDir), nil
+		}})
+	defer st.close()
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	f, err := recording.LoadFile(*fixture)
-	if err != nil {
-		return fmt.Errorf("load fixture (run from the repository root or pass --fixture): %w", err)
-	}
-	agent, err := assignee(f)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	bd, err := openBenchDatabase(ctx, *url, logger)
-	if err != nil {
-		return err
-	}
-	defer bd.close()
-	dbURL := *url
-	if bd.cluster != nil {
-		dbURL = bd.cluster.URL()
-	}
-	gitea := giteatest.New()
-	defer gitea.Close()
-	gitea.AddUser("bench-agent-token", agent)
-
-	dir, err := os.MkdirTemp("", "mozi-bench-bigbodies-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	journalPath, promptDir := filepath.Join(dir, "journal"), filepath.Join(dir, "prompts")
-	// As root, mozi runs the agent as an unprivileged user: it must reach
-	// the directory, append to the journal and copy its prompt.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(journalPath, nil, 0o666); err != nil {
-		return err
-	}
-	if err := os.Chmod(journalPath, 0o666); err != nil {
-		return err
-	}
-	if err := os.Mkdir(promptDir, 0o777); err != nil {
-		return err
-	}
-	if err := os.Chmod(promptDir, 0o777); err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(dir, "mozi.yaml")
-	script := fmt.Sprintf(`cp "$MOZI_PROMPT_FILE" %s/"$MOZI_ISSUE"; echo "$MOZI_ISSUE $EPOCHREALTIME" >> %s`, promptDir, journalPath)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-data_dir: %q
-gitea: {url: %q, token: %s, rate_per_second: 10000, burst: 10000}
-webhook: {secrets: [%s], discussion_grace: 100000h}
-dispatcher: {max_concurrency: %d, spawns_per_issue_per_day: 1000000, spawns_per_agent_per_day: 1000000}
-agents:
-  - login: %s
-    command: ["/bin/bash", "-c", %q]
-    workspace: none
-    sandbox: none
-    workdir: %q
-    token_env: BENCH_AGENT_TOKEN
-    max_concurrency: %d
-`, dir, gitea.URL, giteatest.Token, benchSecret, *concurrency, agent, script, filepath.Join(dir, "work"), *concurrency)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	srv, err := startServeProcess(ctx, bin, cfgPath, []string{"MOZI_DATABASE_URL=" + dbURL, "BENCH_AGENT_TOKEN=bench-agent-token"})
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
+	f, bd, bin, srv, j, dbURL := st.fixture, st.bd, st.bin, st.srv, st.journal, st.dbURL
 	pid := srv.cmd.Process.Pid
 	base := "http://" + srv.addr
 	client := &http.Client{Timeout: 2 * time.Minute}
-	j := &startJournal{path: journalPath, started: map[int]time.Time{}}
 
 	// Warm-up with an ordinary body: connections, templates, caches.
 	const firstIssue = 1_000_000

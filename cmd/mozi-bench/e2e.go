@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -23,7 +22,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
 )
@@ -44,75 +42,13 @@ func benchE2E(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
-	bin, cleanup, err := findMozi(ctx, *moziPath)
+	st, err := startStage(ctx, e, stageOptions{moziPath: *moziPath, fixture: *fixture, databaseURL: *url,
+		tempPrefix: "mozi-bench-e2e-", concurrency: 64})
+	defer st.close()
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	f, err := recording.LoadFile(*fixture)
-	if err != nil {
-		return fmt.Errorf("load fixture (run from the repository root or pass --fixture): %w", err)
-	}
-	agent, err := assignee(f)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	bd, err := openBenchDatabase(ctx, *url, logger)
-	if err != nil {
-		return err
-	}
-	defer bd.close()
-	dbURL := *url
-	if bd.cluster != nil {
-		dbURL = bd.cluster.URL()
-	}
-	gitea := giteatest.New()
-	defer gitea.Close()
-	gitea.AddUser("bench-agent-token", agent)
-
-	dir, err := os.MkdirTemp("", "mozi-bench-e2e-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	journalPath := filepath.Join(dir, "journal")
-	// As root, mozi runs the agent as an unprivileged user: it must reach
-	// the directory and append to the journal.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(journalPath, nil, 0o666); err != nil {
-		return err
-	}
-	if err := os.Chmod(journalPath, 0o666); err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(dir, "mozi.yaml")
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-data_dir: %q
-gitea: {url: %q, token: %s, rate_per_second: 10000, burst: 10000}
-webhook: {secrets: [%s], discussion_grace: 100000h}
-dispatcher: {max_concurrency: 64, spawns_per_issue_per_day: 1000000, spawns_per_agent_per_day: 1000000}
-agents:
-  - login: %s
-    command: ["/bin/bash", "-c", "echo \"$MOZI_ISSUE $EPOCHREALTIME\" >> %s"]
-    workspace: none
-    sandbox: none
-    workdir: %q
-    token_env: BENCH_AGENT_TOKEN
-    max_concurrency: 64
-`, dir, gitea.URL, giteatest.Token, benchSecret, agent, journalPath, filepath.Join(dir, "work"))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	srv, err := startServeProcess(ctx, bin, cfgPath, []string{"MOZI_DATABASE_URL=" + dbURL, "BENCH_AGENT_TOKEN=bench-agent-token"})
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-
-	j := &startJournal{path: journalPath, started: map[int]time.Time{}}
+	f, bd, bin, srv, j := st.fixture, st.bd, st.bin, st.srv, st.journal
 	b := &e2eBench{ctx: ctx, fixture: f, url: "http://" + srv.addr + webhook.Path, journal: j,
 		client: &http.Client{Timeout: 10 * time.Second}, nextIssue: 1_000_000}
 	fmt.Fprintf(e.stdout, "mozi-bench e2e: webhook POSTed → agent process running (bash), %s, fake Gitea on loopback, %s\n\n",

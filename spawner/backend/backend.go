@@ -217,3 +217,16 @@ const (
 	LabelOwner   = "mozi.owner"
 	LabelScope   = "mozi.scope"
 )
+
+// Bind is a host path a place needs inside a container, mounted at the
+// same path (a git worktree names its mirror by absolute path).
+type Bind struct {
+	Path     string
+	ReadOnly bool
+}
+
+// Binder is implemented by places prepared on the host (the local
+// backend's), so that a container backend can mount them.
+type Binder interface {
+	Binds() []Bind
+}

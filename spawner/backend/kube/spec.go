@@ -122,7 +122,7 @@ func (b *Backend) objects(name string, p *place, s backend.Step) (*corev1.Secret
 	if b.cfg.HostNetwork {
 		pod.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
-	if s.Agent.Worktree {
+	if p.run.Agent.Worktree {
 		pod.InitContainers = []corev1.Container{b.checkoutContainer(p.run, image, tokenEnv)}
 	}
 	ttl := int32(b.cfg.TTLAfterFinished.Seconds())

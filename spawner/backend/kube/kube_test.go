@@ -57,8 +57,8 @@ func (e env) backend(t *testing.T, owner string, tweak ...func(*kube.Config)) *k
 	t.Helper()
 	cfg := kube.Config{
 		Kubeconfig: e.c.Kubeconfig, Namespace: e.c.Namespace, Owner: owner, Scope: "test-" + e.c.Namespace,
-		RemoteURL:  func(repo string) string { return e.git.URL + "/" + repo + ".git" },
-		Image:      e.c.Image, PullPolicy: "Never", HostNetwork: true, DeadlineGrace: time.Second,
+		RemoteURL: func(repo string) string { return e.git.URL + "/" + repo + ".git" },
+		Image:     e.c.Image, PullPolicy: "Never", HostNetwork: true, DeadlineGrace: time.Second,
 	}
 	for _, f := range tweak {
 		f(&cfg)
@@ -391,4 +391,3 @@ current-context: c
 	_, err = b.Sweep(t.Context(), ledger{})
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 }
-

@@ -48,8 +48,8 @@ func TestObjectsKeepValuesOutOfTheJob(t *testing.T) {
 	r := backend.Run{TaskID: 7, Attempt: 2, Repo: "o/r", Agent: backend.Agent{Worktree: true},
 		Checkout: backend.Checkout{Mode: backend.NewBranch, Branch: "mozi/7"}}
 	s := backend.Step{TaskID: 7, Attempt: 2, Repo: "o/r", Argv: []string{"codex", "exec", "-"},
-		Env:    []string{"PATH=/host/bin", "GITEA_TOKEN=tok-secret", "API_KEY=key-secret", "API_KEY=key-secret-2", "HOME=/var/lib/mozi"},
-		Stdin:  []byte("stdin-secret"), Prompt: "prompt-secret", Timeout: time.Minute, KillGrace: 5 * time.Second,
+		Env:   []string{"PATH=/host/bin", "GITEA_TOKEN=tok-secret", "API_KEY=key-secret", "API_KEY=key-secret-2", "HOME=/var/lib/mozi"},
+		Stdin: []byte("stdin-secret"), Prompt: "prompt-secret", Timeout: time.Minute, KillGrace: 5 * time.Second,
 		Agent: backend.Agent{Limits: backend.Limits{MemoryBytes: 1 << 30}}}
 	secret, job, err := b.objects("mozi-7-2-x", &place{run: r}, s)
 	require.NoError(t, err)

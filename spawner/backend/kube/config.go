@@ -127,6 +127,9 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	rc.UserAgent = "mozi"
+	// client-go's default (5/s, bursts of 10) is for controllers; each
+	// run here makes a handful of requests at its start and end.
+	rc.QPS, rc.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes backend: client: %w", err)

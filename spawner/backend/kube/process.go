@@ -71,7 +71,9 @@ func (p *process) stop(grace time.Duration) {
 	giveUp := time.NewTimer(grace + 30*time.Second)
 	defer giveUp.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(p.ctx, p.b.cfg.RequestTimeout)
+		// Not p.ctx: following ends as soon as the pod is gone, and the
+		// Job's deletion must still go through.
+		ctx, cancel := context.WithTimeout(context.Background(), p.b.cfg.RequestTimeout)
 		err := p.b.cs.CoreV1().Pods(p.job.Namespace).Delete(ctx, p.pod, metav1.DeleteOptions{GracePeriodSeconds: &secs})
 		if err == nil || apierrors.IsNotFound(err) {
 			err = p.b.cs.BatchV1().Jobs(p.job.Namespace).Delete(ctx, p.job.Name, metav1.DeleteOptions{

@@ -2,8 +2,8 @@ package kube_test
 
 import (
 	"bytes"
-	"crypto/md5"
 	"context"
+	"crypto/md5"
 	"encoding/json"
 	"fmt"
 	"os"

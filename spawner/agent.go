@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 )
 
 // Agent is what the spawner needs to run one declared agent.

@@ -19,9 +19,9 @@ import (
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/agenttest"
-	"github.com/moziplus/mozi/spawner/sandbox"
-	"github.com/moziplus/mozi/spawner/workspace"
-	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace/workspacetest"
 )
 
 const (

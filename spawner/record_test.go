@@ -19,7 +19,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -19,8 +19,8 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
-	"github.com/moziplus/mozi/spawner/sandbox"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
 )
 
 // Store is what the spawner records runs in (repository.Store).

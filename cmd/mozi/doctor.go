@@ -19,7 +19,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 	"github.com/moziplus/mozi/templates"
 )
 

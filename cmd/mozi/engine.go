@@ -24,7 +24,7 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/notice"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook/recording"
 )

@@ -13,8 +13,8 @@ import (
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/sandbox"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
 )
 
 // agentRuntime is where agents run: their user, their worktrees, their sandbox.

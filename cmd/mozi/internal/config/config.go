@@ -28,7 +28,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
 	"github.com/moziplus/mozi/templates/yamlpos"
 	"github.com/moziplus/mozi/ticker"
 	"github.com/moziplus/mozi/webhook"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 )
 
 // BenchmarkSandboxStart measures, side by side, a bare exec of /bin/true

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moziplus/mozi/spawner/workspace"
-	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace/workspacetest"
 )
 
 // benchFiles is the size of the benchmarks' repository (issue 10: "a

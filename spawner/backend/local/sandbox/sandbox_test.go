@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 )
 
 // EnvRequire makes a missing bwrap a failure instead of a skip (CI).

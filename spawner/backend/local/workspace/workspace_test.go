@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/moziplus/mozi/spawner/workspace"
-	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace/workspacetest"
 )
 
 const (

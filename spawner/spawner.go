@@ -18,9 +18,9 @@ import (
 	"github.com/moziplus/mozi/prompts"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/spawner/notice"
 )
 
 // Store is what the spawner records runs in (repository.Store).

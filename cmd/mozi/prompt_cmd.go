@@ -13,7 +13,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook/recording"
 )
@@ -132,17 +132,20 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if err != nil {
 		return nil, err
 	}
-	workspaces, err := newWorkspaces(cfg, stateDir, nil, logger)
-	if err != nil || workspaces == nil {
-		return in, err
+	b, err := newBackendFor(cfg, stateDir, "", logger, describeOnly)
+	if err != nil {
+		return nil, err
 	}
-	req := spawner.Checkout(t, in)
-	base := workspaces.DefaultBranch(ctx, t.Repo)
-	if base == "" {
-		base = "main" // no mirror yet: Gitea's usual default
+	sa, err := spawnerAgent(a, stateDir)
+	if err != nil {
+		return nil, err
 	}
-	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(t.Repo, t.ID),
-		Branch: req.Branch, DefaultBranch: base})
+	w := b.Describe(ctx, backend.Run{TaskID: t.ID, Attempt: t.DispatchCount, Repo: t.Repo, Agent: sa.Agent,
+		Checkout: spawner.CheckoutOf(t, in)})
+	if w.Base == "" {
+		w.Base = "main" // no mirror yet: Gitea's usual default
+	}
+	in.Checkout = spawner.PromptCheckout(w)
 	return in, nil
 }
 

@@ -73,6 +73,7 @@ type Config struct {
 	Ticker     Ticker     `yaml:"ticker"`
 	Workspace  Workspace  `yaml:"workspace"`
 	Sandbox    Sandbox    `yaml:"sandbox"`
+	Backend    Backend    `yaml:"backend"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
 
@@ -279,6 +280,52 @@ type Sandbox struct {
 	User string `yaml:"user"`
 }
 
+// Backend says where agents' processes run (docs/backends.md).
+type Backend struct {
+	// Kind is local (default: on this machine, in bubblewrap), container
+	// (a container per run, through the Docker Engine API of podman or
+	// Docker) or kubernetes (a Job per run).
+	Kind string `yaml:"kind"`
+	// Images name the image of each repository's runs (owner/name →
+	// image), over the agent's own image: the repository's toolchain.
+	Images    map[string]string `yaml:"images"`
+	Container Container         `yaml:"container"`
+	Kube      Kube              `yaml:"kubernetes"`
+}
+
+// Container configures the container backend.
+type Container struct {
+	// Socket is the engine's API socket (default: DOCKER_HOST's unix
+	// path, else /run/podman/podman.sock, else /var/run/docker.sock).
+	Socket string `yaml:"socket"`
+	// Network is the containers' network mode (default host: agents reach
+	// Gitea and their model API as mozi does).
+	Network string `yaml:"network"`
+	// Image is the image of agents that name none.
+	Image string `yaml:"image"`
+}
+
+// Kube configures the Kubernetes backend.
+type Kube struct {
+	// Kubeconfig is the kubeconfig file ("": in-cluster credentials).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the Jobs (default mozi-agents).
+	Namespace string `yaml:"namespace"`
+	// Image is the image of agents that name none; CheckoutImage the one
+	// of the init step that clones the repository (default: the agent's).
+	Image         string `yaml:"image"`
+	CheckoutImage string `yaml:"checkout_image"`
+	// TTLAfterFinished is how long a finished Job stays (default 10m).
+	TTLAfterFinished time.Duration `yaml:"ttl_after_finished"`
+}
+
+// Backend kinds.
+const (
+	BackendLocal      = "local"
+	BackendContainer  = "container"
+	BackendKubernetes = "kubernetes"
+)
+
 // Limits bound one agent run (sandboxed agents); 0 means no limit.
 type Limits struct {
 	// Memory each process may allocate (default 8GiB).
@@ -334,6 +381,9 @@ type Agent struct {
 	Home string `yaml:"home"`
 	// Limits bound each run (sandboxed agents).
 	Limits Limits `yaml:"limits"`
+	// Image is the container image the agent runs in on the container and
+	// kubernetes backends: its CLI and the toolchain it needs.
+	Image string `yaml:"image"`
 	// TokenFile is a file holding the agent's Gitea token (Docker or
 	// systemd secrets); an alternative to TokenEnv.
 	TokenFile string `yaml:"token_file"`
@@ -605,6 +655,10 @@ func (c *Config) applyDefaults() {
 	c.Workspace.CheckoutsPerRepo = cmp.Or(c.Workspace.CheckoutsPerRepo, workspace.DefaultCheckoutsPerRepo)
 	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
 	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
+	c.Backend.Kind = cmp.Or(c.Backend.Kind, BackendLocal)
+	c.Backend.Container.Network = cmp.Or(c.Backend.Container.Network, "host")
+	c.Backend.Kube.Namespace = cmp.Or(c.Backend.Kube.Namespace, "mozi-agents")
+	c.Backend.Kube.TTLAfterFinished = cmp.Or(c.Backend.Kube.TTLAfterFinished, 10*time.Minute)
 }
 
 // Agent workspace and sandbox modes.
@@ -695,6 +749,7 @@ func (c *Config) validate() error {
 	c.validateGitea(p)
 	c.validateWebhook(p)
 	c.validateEngine(p)
+	c.validateBackend(p)
 	c.validateAgents(p)
 	return p.err()
 }
@@ -905,6 +960,34 @@ func (c *Config) validateCommand(p *problems, key string, a Agent) {
 	}
 }
 
+// backendImage is the configured backend's default image.
+func (c *Config) backendImage() string {
+	switch c.Backend.Kind {
+	case BackendContainer:
+		return c.Backend.Container.Image
+	case BackendKubernetes:
+		return c.Backend.Kube.Image
+	}
+	return ""
+}
+
+// validateBackend checks the backend's kind and settings.
+func (c *Config) validateBackend(p *problems) {
+	switch c.Backend.Kind {
+	case BackendLocal, BackendContainer, BackendKubernetes:
+	default:
+		p.add("backend.kind", "%q is not local, container or kubernetes", c.Backend.Kind)
+	}
+	for repo := range c.Backend.Images {
+		if owner, name, ok := strings.Cut(repo, "/"); !ok || owner == "" || name == "" {
+			p.add("backend.images", "%q is not owner/name", repo)
+		}
+	}
+	if c.Backend.Kube.TTLAfterFinished < 0 {
+		p.add("backend.kubernetes.ttl_after_finished", "must not be negative")
+	}
+}
+
 // validateRun checks where and how an agent runs: workspace, sandbox,
 // limits, token, concurrency, budgets, environment and role files.
 func (c *Config) validateRun(p *problems, key string, a Agent) {
@@ -919,6 +1002,10 @@ func (c *Config) validateRun(p *problems, key string, a Agent) {
 	}
 	if a.Sandbox != SandboxBwrap && a.Sandbox != SandboxNone {
 		p.add(key+".sandbox", "%q is not bwrap or none", a.Sandbox)
+	}
+	if c.Backend.Kind != BackendLocal && a.Image == "" && c.backendImage() == "" && len(c.Backend.Images) == 0 {
+		p.add(key+".image", "agent %s runs on the %s backend: name its image (or a default in backend.%s.image)",
+			a.Login, c.Backend.Kind, map[string]string{BackendContainer: "container", BackendKubernetes: "kubernetes"}[c.Backend.Kind])
 	}
 	if a.Limits.Memory < 0 || a.Limits.Processes < 0 || a.Limits.CPUTime < 0 || a.Limits.OpenFiles < 0 {
 		p.add(key+".limits", "limits must not be negative")

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,7 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/local"
 	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 )
 
@@ -157,23 +159,51 @@ func TestTimeoutKillsEvenSetsidGrandchildren(t *testing.T) {
 	argv, err := sb.Command(w.spec(), sandbox.Limits{}, []string{"/bin/sh", "-c",
 		"setsid sleep 1000." + marker + " & sleep 1001." + marker})
 	require.NoError(t, err)
-	r := &spawner.ProcessRunner{KillGrace: 200 * time.Millisecond}
-	res := r.Run(context.Background(), spawner.Command{Argv: argv, Dir: w.ownTree, Timeout: 700 * time.Millisecond,
-		LogPath: filepath.Join(t.TempDir(), "run.log"), Credential: agentUser(),
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + w.home}})
-	assert.Equal(t, spawner.OutcomeTimeout, res.Outcome)
+	stopped := runFor(t, agentUser(), w.ownTree, argv, []string{"PATH=/usr/bin:/bin", "HOME=" + w.home}, 700*time.Millisecond)
+	assert.True(t, stopped, "the run was still going at its time limit")
 	require.Eventually(t, func() bool { return !processWith(marker) }, 5*time.Second, 20*time.Millisecond,
 		"a process of the run outlived it")
 
 	// The control: without the sandbox, the same run leaves its setsid
 	// grandchild behind (the group kill cannot reach it).
 	bare := fmt.Sprintf("%06d", (time.Now().UnixNano()+1)%1000000)
-	res = r.Run(context.Background(), spawner.Command{Argv: []string{"/bin/sh", "-c", "setsid sleep 1000." + bare + " & sleep 1001." + bare},
-		Dir: w.ownTree, Timeout: 700 * time.Millisecond, LogPath: filepath.Join(t.TempDir(), "run.log"),
-		Env: []string{"PATH=/usr/bin:/bin"}})
-	assert.Equal(t, spawner.OutcomeTimeout, res.Outcome)
+	stopped = runFor(t, nil, w.ownTree, []string{"/bin/sh", "-c", "setsid sleep 1000." + bare + " & sleep 1001." + bare},
+		[]string{"PATH=/usr/bin:/bin"}, 700*time.Millisecond)
+	assert.True(t, stopped, "the control run was still going at its time limit")
 	assert.True(t, processWith("1000."+bare), "the control run's grandchild should have survived")
 	_ = exec.Command("pkill", "-f", "sleep 1000."+bare).Run()
+}
+
+// runFor runs argv (already wrapped in its sandbox, or not) on the local
+// backend as user in dir, and stops it with a short grace after d, as the
+// spawner does at a time limit. It reports whether the run was stopped.
+func runFor(t *testing.T, user *syscall.Credential, dir string, argv, env []string, d time.Duration) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return runUntil(t, user, dir, argv, env, ctx.Done(), 200*time.Millisecond)
+}
+
+// runUntil runs argv on the local backend until it exits or stop closes;
+// then it is stopped with grace. It reports whether it was stopped.
+func runUntil(t *testing.T, user *syscall.Credential, dir string, argv, env []string, stop <-chan struct{}, grace time.Duration) bool {
+	t.Helper()
+	b := local.New(local.Config{StateDir: t.TempDir(), RunAs: user})
+	run := backend.Run{TaskID: 1, Attempt: 1, Agent: backend.Agent{Login: "coder1", Workdir: dir}}
+	pl, err := b.Prepare(context.Background(), run)
+	require.NoError(t, err)
+	defer pl.Release()
+	proc, err := b.Start(context.Background(), pl, backend.Step{TaskID: 1, Attempt: 1, Agent: run.Agent, Argv: argv, Env: env,
+		KillGrace: grace}, io.Discard)
+	require.NoError(t, err)
+	select {
+	case <-proc.Done():
+		return false
+	case <-stop:
+	}
+	proc.Stop(grace)
+	<-proc.Done()
+	return true
 }
 
 // processWith reports whether a process whose command line contains s runs.
@@ -259,11 +289,8 @@ func TestStoppedSandboxedAgentGetsSIGTERM(t *testing.T) {
 	}()
 	// A grace period long enough for the trap; the run ends as soon as
 	// the agent does.
-	r := &spawner.ProcessRunner{KillGrace: 10 * time.Second}
-	res := r.Run(ctx, spawner.Command{Argv: argv, Dir: w.ownTree, Timeout: time.Minute,
-		LogPath: filepath.Join(t.TempDir(), "run.log"), Credential: agentUser(),
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + w.home}})
-	assert.Equal(t, spawner.OutcomeInterrupted, res.Outcome)
+	interrupted := runUntil(t, agentUser(), w.ownTree, argv, []string{"PATH=/usr/bin:/bin", "HOME=" + w.home}, ctx.Done(), 10*time.Second)
+	assert.True(t, interrupted, "the run ended before it was stopped")
 	data, err := os.ReadFile(stopped)
 	require.NoError(t, err, "the agent never got SIGTERM")
 	assert.Equal(t, "cleaned up\n", string(data))

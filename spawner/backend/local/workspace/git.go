@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/moziplus/mozi/spawner/backend"
 )
 
 // gitRunner runs mozi's own git commands. They run outside any sandbox, on
@@ -190,16 +192,16 @@ func lastLine(stderr string) string {
 var (
 	// ErrUnreachable: the remote did not answer (network, DNS, a 5xx).
 	// It says nothing about the task: wait and try again.
-	ErrUnreachable = errors.New("repository unreachable")
+	ErrUnreachable = backend.ErrUnreachable
 	// ErrNoAccess: the remote refused mozi's credentials (401, 403).
 	ErrNoAccess = errors.New("no access to the repository")
 	// ErrNoRepository: the remote has no such repository (404).
 	ErrNoRepository = errors.New("no such repository")
 	// ErrBranchGone: the branch the task must work on is not on the
 	// remote any more (deleted, or the pull request's head was renamed).
-	ErrBranchGone = errors.New("branch not on the remote")
+	ErrBranchGone = backend.ErrBranchGone
 	// ErrBranchBusy: another running task has the branch checked out.
-	ErrBranchBusy = errors.New("branch in use by another run")
+	ErrBranchBusy = backend.ErrBranchBusy
 	// ErrDiskFull: no space left for the mirror or the worktree.
 	ErrDiskFull = errors.New("no space left on device")
 )

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package spawner
+package local
 
 import "syscall"
 

@@ -8,20 +8,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/local"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// run runs c on the local backend, without a sandbox, in a directory of
+// its own.
 func run(t *testing.T, c Command, ctx context.Context) Result {
+	t.Helper()
+	return runIn(t, t.TempDir(), c, ctx)
+}
+
+// runIn runs c on the local backend, without a sandbox, in dir.
+func runIn(t *testing.T, dir string, c Command, ctx context.Context) Result {
 	t.Helper()
 	if c.LogPath == "" {
 		c.LogPath = filepath.Join(t.TempDir(), "logs", "run.log")
 	}
-	if c.Dir == "" {
-		c.Dir = t.TempDir()
-	}
-	r := &ProcessRunner{KillGrace: 500 * time.Millisecond}
-	return r.Run(ctx, c)
+	sp := New(Config{StateDir: t.TempDir(), KillGrace: 500 * time.Millisecond}, nil, local.New(local.Config{StateDir: t.TempDir()}), nil)
+	r := backend.Run{TaskID: 1, Attempt: 1, Agent: backend.Agent{Login: "coder1", Workdir: dir}}
+	pl, err := sp.backend.Prepare(ctx, r)
+	require.NoError(t, err)
+	defer pl.Release()
+	return sp.execute(ctx, pl, r, c)
 }
 
 func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
@@ -71,7 +82,7 @@ func TestTimeoutKillsTheWholeGroup(t *testing.T) {
 	pidFile := filepath.Join(dir, "pids")
 	// The agent starts children that ignore SIGTERM, then hangs.
 	script := `trap '' TERM; (trap '' TERM; sleep 60) & echo $! >> ` + pidFile + `; (sleep 60) & echo $$ >> ` + pidFile + `; sleep 60`
-	r := run(t, Command{Argv: sh(script), Timeout: 300 * time.Millisecond, Dir: dir}, context.Background())
+	r := runIn(t, dir, Command{Argv: sh(script), Timeout: 300 * time.Millisecond}, context.Background())
 	require.Equal(t, OutcomeTimeout, r.Outcome)
 	data, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
@@ -82,10 +93,10 @@ func TestTimeoutKillsTheWholeGroup(t *testing.T) {
 	_, err = fmtSscan(leader, &pgid)
 	require.NoError(t, err)
 	deadline := time.Now().Add(2 * time.Second)
-	for !GroupGone(pgid) && time.Now().Before(deadline) {
+	for !local.GroupGone(pgid) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	assert.True(t, GroupGone(pgid), "a process of the agent's group survived")
+	assert.True(t, local.GroupGone(pgid), "a process of the agent's group survived")
 }
 
 func TestShutdownInterruptsAndLeaseLossStops(t *testing.T) {
@@ -130,7 +141,7 @@ func TestEnvironmentIsMinimal(t *testing.T) {
 		"CODER1_GITEA_TOKEN": "coder1-token", "ANTHROPIC_API_KEY": "anthropic",
 	}
 	getenv := func(k string) string { return parent[k] }
-	a := Agent{Login: "coder1", TokenEnv: "CODER1_GITEA_TOKEN", PassEnv: []string{"ANTHROPIC_API_KEY", "MOZI_DATABASE_URL"},
+	a := Agent{Agent: backend.Agent{Login: "coder1"}, TokenEnv: "CODER1_GITEA_TOKEN", PassEnv: []string{"ANTHROPIC_API_KEY", "MOZI_DATABASE_URL"},
 		Env: map[string]string{"GOFLAGS": "-mod=mod", "MOZI_WEBHOOK_SECRET": "x"}}
 	env := environment(a, Vars{TaskID: 7, Repo: "acme/widget", Issue: 3, Action: "issue_assigned", Attempt: 1,
 		PromptFile: "/run/prompt.md", GiteaURL: "http://gitea:3000"}, getenv)
@@ -174,7 +185,7 @@ func TestBackgroundChildHoldingOutput(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			pidFile := filepath.Join(dir, "pid")
-			r := run(t, Command{Argv: sh(tt.script + " echo $$ > " + pidFile + "; echo done; exit 0"), Dir: dir,
+			r := runIn(t, dir, Command{Argv: sh(tt.script + " echo $$ > " + pidFile + "; echo done; exit 0"),
 				Timeout: time.Minute}, context.Background())
 			assert.Equal(t, OutcomeSucceeded, r.Outcome, r.Err)
 			assert.Equal(t, 0, r.ExitCode)
@@ -186,7 +197,7 @@ func TestBackgroundChildHoldingOutput(t *testing.T) {
 			var pgid int
 			_, err = fmtSscan(strings.TrimSpace(string(data)), &pgid)
 			require.NoError(t, err)
-			require.Eventually(t, func() bool { return GroupGone(pgid) }, 5*time.Second, 20*time.Millisecond,
+			require.Eventually(t, func() bool { return local.GroupGone(pgid) }, 5*time.Second, 20*time.Millisecond,
 				"the child the agent left behind survived it")
 		})
 	}
@@ -297,53 +308,13 @@ func TestRedactor(t *testing.T) {
 	}
 }
 
-// Which processes of a run terminate signals one by one: those inside a
-// sandbox's PID namespace (not its init), and never the bwrap that holds
-// it.
-func TestSandboxedProcesses(t *testing.T) {
-	t.Parallel()
-	host := func(ppid, pgrp int) proc { return proc{ppid: ppid, pgrp: pgrp, depth: 1, nsPid: 0} }
-	in := func(ppid, pgrp, nsPid int) proc { return proc{ppid: ppid, pgrp: pgrp, depth: 2, nsPid: nsPid} }
-	self := proc{depth: 1}
-	tests := []struct {
-		name      string
-		procs     map[int]proc
-		launchers []int
-		inside    []int
-	}{
-		{"no sandbox", map[int]proc{0: self, 10: host(1, 10), 11: host(10, 10), 12: host(11, 12)}, nil, nil},
-		{"bwrap leads the group", map[int]proc{0: self,
-			10: host(1, 10),                                         // bwrap
-			11: in(10, 11, 1),                                       // its init
-			12: in(11, 11, 2), 13: in(12, 11, 3), 14: in(11, 14, 4), // the agent, its child, a setsid one
-			20: host(1, 20), 21: in(20, 21, 2), // someone else's sandbox
-		}, []int{10}, []int{12, 13, 14}},
-		{"the agent starts a sandbox of its own", map[int]proc{0: self,
-			10: host(1, 10), 11: host(10, 10), 12: in(11, 12, 1), 13: in(12, 12, 2),
-		}, []int{11}, []int{13}},
-		{"the leader is gone", map[int]proc{0: self, 11: in(1, 11, 1)}, nil, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			launchers, inside := sandboxed(tt.procs, 10)
-			var got []int
-			for pid := range launchers {
-				got = append(got, pid)
-			}
-			assert.ElementsMatch(t, tt.launchers, got)
-			assert.ElementsMatch(t, tt.inside, inside)
-		})
-	}
-}
-
 // The run's output is redacted of the credentials an agent is given, found
 // by their variables' names; other variables' values stay readable.
 func TestSecretValuesAreTheCredentialsPassed(t *testing.T) {
 	t.Parallel()
 	parent := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-123456", "OPENAI_API_KEY": "", "HTTPS_PROXY": "http://proxy:3128",
 		"NPM_TOKEN": "npm_abcdef", "GOFLAGS": "-mod=mod"}
-	a := Agent{Login: "coder1", PassEnv: []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HTTPS_PROXY", "NPM_TOKEN"},
+	a := Agent{Agent: backend.Agent{Login: "coder1"}, PassEnv: []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "HTTPS_PROXY", "NPM_TOKEN"},
 		Env: map[string]string{"DB_PASSWORD": "hunter2hunter2", "GOFLAGS": "-mod=mod", "Sentry_Auth": "sntry-xyz"}}
 	got := a.secretValues(func(k string) string { return parent[k] })
 	assert.ElementsMatch(t, []string{"sk-ant-123456", "npm_abcdef", "hunter2hunter2", "sntry-xyz"}, got)

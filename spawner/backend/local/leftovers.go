@@ -1,4 +1,4 @@
-package spawner
+package local
 
 import (
 	"bytes"
@@ -40,7 +40,21 @@ func runMark(scope string, taskID int64, attempt int) string {
 // before any run of this life begins. Processes of other users that this
 // one may not read are not its runs' (its agents run as itself, or as the
 // agents' user when it is root and reads everything).
-func EndLeftoverRuns(scope string) ([]int, error) {
+func EndLeftoverRuns(scope string) ([]int, error) { return endMarked(scope, nil) }
+
+// endLeftovers ends the processes of this mozi's scope that no run of
+// this life started: an earlier life's, whenever the sweep runs.
+func (b *Backend) endLeftovers() ([]int, error) {
+	return endMarked(b.cfg.Scope, func(mark string) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.live[mark]
+	})
+}
+
+// endMarked kills the processes marked with scope, except those whose
+// mark live says is a run of this life.
+func endMarked(scope string, live func(mark string) bool) ([]int, error) {
 	if scope == "" {
 		return nil, errors.New("no run scope")
 	}
@@ -57,7 +71,11 @@ func EndLeftoverRuns(scope string) ([]int, error) {
 			continue
 		}
 		environ, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !hasVar(environ, mark) {
+		if err != nil {
+			continue
+		}
+		value, found := markOf(environ, mark)
+		if !found || live != nil && live(value) {
 			continue
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
@@ -67,13 +85,13 @@ func EndLeftoverRuns(scope string) ([]int, error) {
 	return ended, nil
 }
 
-// hasVar reports whether a NUL-separated environment has a variable
-// starting with prefix.
-func hasVar(environ, prefix []byte) bool {
+// markOf finds the variable starting with prefix in a NUL-separated
+// environment and returns its value (the run's mark).
+func markOf(environ, prefix []byte) (string, bool) {
 	for _, kv := range bytes.Split(environ, []byte{0}) {
 		if bytes.HasPrefix(kv, prefix) {
-			return true
+			return string(kv[len(RunEnv)+1:]), true
 		}
 	}
-	return false
+	return "", false
 }

@@ -40,7 +40,12 @@ func newBackend(cfg *config.Config, stateDir, owner string, logger *slog.Logger)
 }
 
 func newBackendFor(cfg *config.Config, stateDir, _ string, logger *slog.Logger, use backendUse) (backend.Backend, error) {
-	return newLocalBackend(cfg, stateDir, logger, use)
+	switch cfg.Backend.Kind {
+	case config.BackendLocal:
+		return newLocalBackend(cfg, stateDir, logger, use)
+	default:
+		return nil, fmt.Errorf("backend.kind: %q is not available in this build", cfg.Backend.Kind)
+	}
 }
 
 // newLocalBackend builds the backend that runs agents on this machine.

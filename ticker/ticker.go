@@ -23,6 +23,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner/notice"
 )
 
@@ -124,14 +125,15 @@ type Config struct {
 	// rules are (nil: nobody), so that mozi_tasks_created_total counts
 	// round reviews, discussions and late mentions too.
 	Creations CreationObserver
-	Now       func() time.Time
+	// Tasks builds and guards the tasks the ticker creates (default: one
+	// built from MaxRetries, TaskBudgetPerHour and Creations). mozi serve
+	// passes the rules', so both share one guard configuration.
+	Tasks *build.Builder
+	Now   func() time.Time
 }
 
 // CreationObserver learns of the tasks the ticker creates or is refused.
-type CreationObserver interface {
-	TaskCreated(action task.ActionType)
-	TaskRefused(action task.ActionType, why repository.Refusal)
-}
+type CreationObserver = build.Observer
 
 func (c *Config) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
@@ -163,6 +165,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Tasks == nil {
+		c.Tasks = build.New(build.Config{MaxRetries: c.MaxRetries, BudgetPerHour: c.TaskBudgetPerHour,
+			Observer: c.Creations})
 	}
 }
 

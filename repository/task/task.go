@@ -197,6 +197,19 @@ const DefaultMaxRetries = 2
 // NoRetries, as NewTask.MaxRetries, fails a task at its first failed run.
 const NoRetries = -1
 
+// EffectiveMaxRetries is the max_retries a task gets for
+// NewTask.MaxRetries n: 0 and other non-positive values take
+// DefaultMaxRetries, NoRetries none.
+func EffectiveMaxRetries(n int) int {
+	switch {
+	case n == NoRetries:
+		return 0
+	case n <= 0:
+		return DefaultMaxRetries
+	}
+	return n
+}
+
 // MaxRetriesSetting turns a configured number of retries into
 // NewTask.MaxRetries (where 0 means the default).
 func MaxRetriesSetting(n int) int {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/lease"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner/notice"
@@ -130,6 +131,9 @@ type Config struct {
 	// passes the rules', so both share one guard configuration.
 	Tasks *build.Builder
 	Now   func() time.Time
+	// NewTicker makes the beat of leadership renewals while jobs run
+	// (default: a time.Ticker); tests drive it.
+	NewTicker func(d time.Duration) lease.Ticker
 }
 
 // CreationObserver learns of the tasks the ticker creates or is refused.
@@ -268,28 +272,19 @@ func (t *Ticker) tickWhileLeading(ctx context.Context) bool {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		beat := time.NewTicker(t.cfg.LeaderTTL / 3)
-		defer beat.Stop()
-		renewed := time.Now()
-		for {
-			select {
-			case <-jobCtx.Done():
-				return
-			case <-beat.C:
-			}
-			ok, err := t.store.AcquireLeadership(jobCtx, "ticker", t.cfg.Owner, t.cfg.LeaderTTL)
-			switch {
-			case jobCtx.Err() != nil:
-				return
-			case err == nil && ok:
-				renewed = time.Now()
-				continue
-			case err == nil || time.Since(renewed) >= t.cfg.LeaderTTL:
-				t.cfg.Logger.Warn("ticker leadership lost while its jobs ran: stopping them", "error", err)
-				lost.Store(true)
-				cancel()
-				return
-			}
+		k := lease.Keeper{TTL: t.cfg.LeaderTTL, Now: t.cfg.Now, NewTicker: t.cfg.NewTicker,
+			Renew: func(beat context.Context) (bool, error) {
+				ok, err := t.store.AcquireLeadership(beat, "ticker", t.cfg.Owner, t.cfg.LeaderTTL)
+				if err == nil && !ok {
+					lost.Store(true) // another replica holds it now
+				}
+				return ok, err
+			}}
+		err := k.Run(jobCtx)
+		if err != nil || lost.Load() {
+			t.cfg.Logger.Warn("ticker leadership lost while its jobs ran: stopping them", "error", err)
+			lost.Store(true)
+			cancel()
 		}
 	}()
 	t.Tick(jobCtx)

@@ -129,4 +129,3 @@ func TestRender(t *testing.T) {
 	assert.Equal(t, `{"body": "x"} #?`, Render(`{{"body": "x"}} #{pr_number}`, vars), "literal braces; a missing value is visible")
 	assert.Equal(t, []string{"repo", "issue_number"}, Placeholders("{repo} {{literal}} #{issue_number}"))
 }
-

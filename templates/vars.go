@@ -108,4 +108,3 @@ func Render(text string, vars Vars) string {
 		return "?"
 	})
 }
-

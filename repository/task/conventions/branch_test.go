@@ -109,8 +109,8 @@ func TestBrief(t *testing.T) {
 		"实现功能 A":                                           "a",
 		"修复":                                               "work",
 		"":                                                 "work",
-		"A very long title with many many words in it":     "a-very-long-title-with",
-		"Don’t break 'quotes'":                             "don-t-break-quotes",
+		"A very long title with many many words in it": "a-very-long-title-with",
+		"Don’t break 'quotes'":                         "don-t-break-quotes",
 	} {
 		got := Brief(title)
 		assert.Equal(t, want, got, title)

@@ -135,3 +135,20 @@ func BranchIssue(name string) int {
 	b, _ := ParseBranch(name)
 	return b.Issue
 }
+
+// Valid reports whether name is a branch name git accepts that cannot be
+// read as an option or a path outside refs/heads: what a run may check out
+// or push, whoever named it (a pull request's head comes from Gitea).
+func Valid(name string) bool {
+	if name == "" || name == "@" || strings.HasPrefix(name, "-") || strings.HasPrefix(name, "/") ||
+		strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, ".") ||
+		strings.Contains(name, "..") || strings.Contains(name, "//") || strings.Contains(name, "@{") {
+		return false
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\", r) {
+			return false
+		}
+	}
+	return true
+}

@@ -175,3 +175,19 @@ func FuzzParseBranch(f *testing.F) {
 		}
 	})
 }
+
+func TestValid(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"feat/7-token-bucket": true, "fix/3": true, "main": true, "user/impl/7-x": true, "v1.2": true,
+		"": false, "@": false, "-rf": false, "--upload-pack=x": false, "/abs": false, "fix/": false,
+		"a.lock": false, "a.": false, "a..b": false, "a//b": false, "a@{1}": false, "a b": false,
+		"a\tb": false, "a~1": false, "a^": false, "a:b": false, "a?": false, "a*": false, "a[": false,
+		"a\\b": false, "a\x7f": false, "a\nb": false,
+	} {
+		assert.Equal(t, want, Valid(name), "%q", name)
+	}
+	for _, b := range []Branch{{Kind: "feat", Issue: 7, Brief: Brief("Token bucket")}, {Kind: "fix", Brief: Brief("")}} {
+		assert.True(t, Valid(b.String()), "every name made is valid: %q", b.String())
+	}
+}

@@ -63,10 +63,14 @@ const (
 	DefaultPollInterval         = 5 * time.Second
 	DefaultSpawnsPerIssuePerDay = 20
 	DefaultSpawnsPerAgentPerDay = 200
-	DefaultMaxHops              = 4
-	DefaultHoldBase             = 15 * time.Second
-	DefaultHoldMax              = 10 * time.Minute
 	DefaultGuardTimeout         = 30 * time.Second
+)
+
+// The hold backoff's defaults are the task's (kept here for the
+// configuration's defaults).
+const (
+	DefaultHoldBase = task.DefaultHoldBase
+	DefaultHoldMax  = task.DefaultHoldMax
 )
 
 // Config configures the dispatcher; zero fields take defaults.
@@ -89,7 +93,7 @@ type Config struct {
 	SpawnsPerIssuePerDay int
 	SpawnsPerAgentPerDay int
 	// MaxHops fails mention tasks deeper in an agent-to-agent chain
-	// (default DefaultMaxHops, 4).
+	// (default task.DefaultMaxMentionHops, 4).
 	MaxHops int
 	// MaxDispatches fails a task dispatched this often without finishing,
 	// rescues included, holds not (default: its max_retries + 5).
@@ -150,7 +154,7 @@ func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatch
 		cfg.SpawnsPerAgentPerDay = DefaultSpawnsPerAgentPerDay
 	}
 	if cfg.MaxHops <= 0 {
-		cfg.MaxHops = DefaultMaxHops
+		cfg.MaxHops = task.DefaultMaxMentionHops
 	}
 	if cfg.HoldBase <= 0 {
 		cfg.HoldBase = DefaultHoldBase

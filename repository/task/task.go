@@ -322,6 +322,18 @@ func CIFailureKey(pr int, sha, context string) string {
 // explains (deploy and infrastructure failures).
 func CommitFailureKey(sha, context string) string { return fmt.Sprintf("commit@%s/%s", sha, context) }
 
+// DefaultMaxMentionHops caps agent-to-agent mention chains: the rules
+// create no mention task deeper than this, the dispatcher fails one.
+const DefaultMaxMentionHops = 4
+
+// The wait of a task held for a reason outside it (Gitea unreachable, a
+// dependency still open, a branch in use): DefaultHoldBase doubling per
+// consecutive hold (see Backoff), capped at DefaultHoldMax.
+const (
+	DefaultHoldBase = 15 * time.Second
+	DefaultHoldMax  = 10 * time.Minute
+)
+
 // Backoff is how long the attempt-th try of something (counting from 1)
 // waits after the previous one failed: base·2^(attempt-1) capped at limit,
 // with "equal jitter" (between half and all of it) so that work failing

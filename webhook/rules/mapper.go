@@ -17,7 +17,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultTaskBudgetPerHour = 30
-	DefaultMaxMentionHops    = 4
+	DefaultMaxMentionHops    = task.DefaultMaxMentionHops // defined once, with the dispatcher's
 	DefaultDiscussionGrace   = 2 * time.Minute
 	DefaultDiscussLabel      = "mozi/discuss"
 	DefaultDeployContext     = `(?i)deploy`

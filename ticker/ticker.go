@@ -98,10 +98,12 @@ type Config struct {
 	// Retention keeps processed deliveries, effects, mentions and attempt
 	// logs of finished tasks this long (default DefaultRetention, 30 days).
 	Retention time.Duration
-	// MaxRetries of the tasks the ticker creates (0: the default).
+	// MaxRetries of the tasks the ticker creates (0: the default); unused
+	// when Tasks is set.
 	MaxRetries int
 	// TaskBudgetPerHour caps the tasks created per issue per hour, for the
-	// ticker's tasks as for the webhook's (0: no cap).
+	// ticker's tasks as for the webhook's (0: no cap; unused when Tasks is
+	// set).
 	TaskBudgetPerHour int
 	// Notices words the comment queued when the watchdog fails a task
 	// (nil: none).

@@ -37,7 +37,9 @@ type Config struct {
 	// BotUser is mozi's own Gitea login: its comments never make work.
 	BotUser string
 	Agents  Agents
-	// MaxRetries of created tasks (default task.DefaultMaxRetries).
+	// MaxRetries of created tasks (default task.DefaultMaxRetries). When
+	// Tasks is set, its configuration is used instead of MaxRetries and
+	// TaskBudgetPerHour, and its Observer counts the tasks created.
 	MaxRetries int
 	// TaskBudgetPerHour caps new tasks per issue per hour, which stops
 	// runaway mention chains (default DefaultTaskBudgetPerHour, 30).

@@ -17,7 +17,10 @@ import (
 var defaults embed.FS
 
 // Locales are the embedded default sets.
-var Locales = []string{"en", "zh"}
+var Locales = []string{DefaultLocale, "zh"}
+
+// DefaultLocale is the set used when the configuration names none.
+const DefaultLocale = "en"
 
 // file is the YAML shape of a template set (a default or an override).
 type file struct {

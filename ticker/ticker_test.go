@@ -20,6 +20,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
@@ -300,6 +301,29 @@ func TestDiscussionBroadcastOnce(t *testing.T) {
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions), "broadcast once")
 	assert.Len(t, seen.created, 2)
 	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
+}
+
+// A builder given to the ticker (mozi serve gives the rules' one) is its
+// only guard configuration and observer: its budget and retries apply, and
+// the ticker's own fields are not used.
+func TestTickerUsesTheSharedBuilder(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 52, Title: "Which cache?",
+		State: "open", Author: "owner", Labels: []string{"priority/P1"}, UpdatedAt: time.Now(),
+		DiscussionDueAt: time.Now().Add(-time.Second)}))
+	var shared, unused creations
+	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}, TaskBudgetPerHour: 10, MaxRetries: 9,
+		Creations: &unused, Tasks: build.New(build.Config{BudgetPerHour: 1, MaxRetries: 3, Observer: &shared})})
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobDiscussions))
+	got := w.task(task.ActionDiscussion, "coder1", 52)
+	assert.Equal(t, 3, got.MaxRetries)
+	assert.Equal(t, 1, got.Priority, "from the issue's labels, as every task built from an issue")
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder2", 52), "the shared budget of 1 per hour is spent")
+	assert.Equal(t, []task.ActionType{task.ActionDiscussion}, shared.created)
+	assert.Equal(t, []repository.Refusal{repository.RefusedBudget}, shared.refused)
+	assert.Empty(t, unused.created)
+	assert.Empty(t, unused.refused)
 }
 
 // A discussion broadcast waits while deliveries of its issue are still in

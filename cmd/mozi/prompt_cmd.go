@@ -12,6 +12,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/templates"
@@ -165,14 +166,11 @@ func madeUpTask(cfg *config.Config, issue task.Issue, action task.ActionType, ag
 	if agent == "" && len(cfg.Agents) > 0 {
 		agent = cfg.Agents[0].Login
 	}
-	t := task.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
-		ActionType: action, Agent: agent, Status: task.StatusPending, DependsOn: issue.DependsOn,
-		IssueBodyCache: issue.Body, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
-			IssueAuthor: issue.Author}}
+	n := build.FromIssue(issue, action, agent)
 	if action == task.ActionIssueAssigned {
-		t.BusinessType = templates.RouteBusinessType(issue.Labels)
+		n.BusinessType = templates.RouteBusinessType(issue.Labels)
 	}
-	return t
+	return taskBuilder(cfg).Preview(n)
 }
 
 // offlineInput builds the input from a recorded webhook alone: no

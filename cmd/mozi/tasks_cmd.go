@@ -12,6 +12,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -163,13 +164,12 @@ func runTask(ctx context.Context, e *env, args []string) error {
 		if _, ok := cfg.Agent(*agent); !ok {
 			return fmt.Errorf("agent %q is not declared in the configuration", *agent)
 		}
-		n := repository.NewTask{Repo: *repo, IssueNumber: *issue, ActionType: a, Agent: *agent,
-			Priority: task.DefaultPriority, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
-			Meta: task.Meta{Event: "operator"}}
+		known := task.Issue{Repo: *repo, Number: *issue}
 		if cached, err := db.store.Issue(ctx, *repo, *issue); err == nil {
-			n.Meta.Title, n.Meta.Labels, n.IssueBody, n.IssueUpdatedAt = cached.Title, cached.Labels, cached.Body, cached.UpdatedAt
-			n.ParentIssue, n.DependsOn, n.Priority = cached.ParentIssue, cached.DependsOn, task.PriorityFromLabels(cached.Labels)
+			known = cached
 		}
+		n := build.FromIssue(known, a, *agent)
+		n.Meta.Event = "operator"
 		if a == task.ActionIssueAssigned {
 			n.BusinessType = templates.RouteBusinessType(n.Meta.Labels)
 			if *business != "" {
@@ -178,7 +178,9 @@ func runTask(ctx context.Context, e *env, args []string) error {
 				}
 			}
 		}
-		t, err := db.store.CreateTask(ctx, n)
+		// An operator's task skips the guards (closed issue, hourly budget):
+		// asking for it is the decision.
+		t, err := db.store.CreateTask(ctx, taskBuilder(cfg).Prepare(n))
 		if errors.Is(err, repository.ErrDuplicateTask) {
 			return fmt.Errorf("a live %s task of %s on %s#%d exists already", a, *agent, *repo, *issue)
 		}

@@ -38,8 +38,8 @@ type Prompter interface {
 const (
 	DefaultRetryBase = 30 * time.Second
 	DefaultRetryMax  = 30 * time.Minute
-	DefaultHoldBase  = 15 * time.Second
-	DefaultHoldMax   = 10 * time.Minute
+	DefaultHoldBase  = task.DefaultHoldBase
+	DefaultHoldMax   = task.DefaultHoldMax
 )
 
 // Config configures the spawner.

@@ -22,6 +22,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/spawner/notice"
@@ -64,7 +65,7 @@ func runnerID() string {
 
 func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, stateDir string,
 	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func(),
-	creations ticker.CreationObserver) (*engine, error) {
+	tasks *build.Builder) (*engine, error) {
 	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID(), stateDir: stateDir}
 	en.runCtx, en.killRuns = context.WithCancel(context.Background())
 	if cfg.Gitea.URL != "" {
@@ -135,7 +136,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notices: notices,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
 		WakeInbox:         wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
-		Creations: creations,
+		Tasks: tasks,
 	}, store, tg)
 	return en, nil
 }

@@ -44,6 +44,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moziplus/mozi/repository/task/conventions"
+
 	"github.com/moziplus/mozi/repository/task"
 )
 
@@ -754,18 +756,6 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// validBranch accepts what git accepts as a branch name, minus anything
-// that could be read as an option or a path outside refs/heads.
-func validBranch(b string) bool {
-	if b == "" || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") ||
-		strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, ".") || strings.Contains(b, "..") ||
-		strings.Contains(b, "//") || strings.Contains(b, "@{") || b == "@" {
-		return false
-	}
-	for _, r := range b {
-		if r <= ' ' || r == 0x7f || strings.ContainsRune("~^:?*[\\", r) {
-			return false
-		}
-	}
-	return true
-}
+// validBranch is git's check-ref-format for a branch, as mozi's naming
+// conventions define it.
+func validBranch(b string) bool { return conventions.Valid(b) }

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -227,11 +228,50 @@ func (s *service) stop() error {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.exited
 	}
+	// conmon runs `podman container cleanup` (with the service's
+	// --root) when a container exits: it must be gone before the
+	// directory goes, or it recreates parts of it.
+	waitForHelpers(s.dir, 30*time.Second)
 	unmountUnder(s.dir)
 	if err := os.RemoveAll(s.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove podman's test directory: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// waitForHelpers waits until no process names dir on its command line,
+// and kills those still there after timeout.
+func waitForHelpers(dir string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		pids := helpers(dir)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func helpers(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(dir+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // unmountUnder detaches whatever is still mounted below dir (an overlay

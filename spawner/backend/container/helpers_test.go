@@ -72,14 +72,14 @@ func (f *fakePlaces) Sweep(context.Context, backend.Ledger) (backend.SweepResult
 
 // world is one test's backend on the test binary's podman.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	socket string
 	places *fakePlaces
 	scope  string
 	b      *container.Backend
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	socket := podmantest.StartWithImage(t)
 	var r [4]byte
 	_, _ = rand.Read(r[:])
@@ -125,7 +125,7 @@ func (w *world) run(s backend.Step) (backend.Exit, string, *place) {
 
 // waitDone waits for the process's end; the bound only keeps a broken
 // engine from hanging the tests.
-func waitDone(t *testing.T, pr backend.Process) {
+func waitDone(t testing.TB, pr backend.Process) {
 	t.Helper()
 	select {
 	case <-pr.Done():
@@ -153,7 +153,7 @@ func (o *output) String() string {
 }
 
 // waitFor polls until the output holds s.
-func (o *output) waitFor(t *testing.T, s string) {
+func (o *output) waitFor(t testing.TB, s string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(o.String(), s) {

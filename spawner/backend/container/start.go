@@ -137,10 +137,10 @@ func (p *process) follow(stream *engine.Stream, attempt int) {
 	}
 
 	// The stream ends with the container, or when the engine's
-	// connection broke: then the wait fails at once if the engine is
-	// gone, or lasts until the container ends if only the stream was
-	// lost (what it wrote meanwhile is lost too).
-	code, werr := p.b.engine.WaitContainer(context.Background(), p.id)
+	// connection broke: then the engine is gone (the status read fails
+	// at once), or only the stream was lost and the status is read until
+	// the container ends (what it wrote meanwhile is lost).
+	info, werr := p.b.ended(p.id)
 	if werr != nil {
 		why := "lost the container: " + werr.Error()
 		if derr != nil {
@@ -151,14 +151,35 @@ func (p *process) follow(stream *engine.Stream, attempt int) {
 			"container", short(p.id), "err", werr)
 		return
 	}
-	oom := false
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	if info, err := p.b.engine.InspectContainer(ctx, p.id); err == nil {
-		oom = info.State.OOMKilled
-	}
+	code, oom := info.State.ExitCode, info.State.OOMKilled
 	p.exit = exitOf(code, p.stopped.Load(), oom)
 	p.b.remove(p.id)
+}
+
+// ended reads the state of a container whose output stream ended until
+// it says the container is no longer running. It is not the API's wait:
+// podman 4.3 answers that 1.5 to 3.5 seconds after the exit, where an
+// inspect has the status within milliseconds (the process has exited
+// once its output closed; the engine may take a moment to notice).
+func (b *Backend) ended(id string) (engine.ContainerInfo, error) {
+	pause := 5 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		info, err := b.engine.InspectContainer(ctx, id)
+		cancel()
+		if err != nil {
+			return info, err
+		}
+		switch info.State.Status {
+		case "created", "configured", "initialized", "running", "paused", "restarting", "stopping":
+		default:
+			if !info.State.Running {
+				return info, nil
+			}
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // remove removes a container, logging what keeps it.

@@ -44,8 +44,8 @@ type place struct {
 	ro    string
 }
 
-func (p *place) Where() backend.Where   { return p.where }
-func (p *place) Release()               {}
+func (p *place) Where() backend.Where  { return p.where }
+func (p *place) Release()              {}
 func (p *place) Binds() []backend.Bind { return p.binds }
 
 func (f *fakePlaces) Prepare(_ context.Context, r backend.Run) (backend.Place, error) {
@@ -66,9 +66,13 @@ func (f *fakePlaces) Prepare(_ context.Context, r backend.Run) (backend.Place, e
 	return p, nil
 }
 
-func (f *fakePlaces) Describe(context.Context, backend.Run) backend.Where { return backend.Where{Dir: "/described"} }
+func (f *fakePlaces) Describe(context.Context, backend.Run) backend.Where {
+	return backend.Where{Dir: "/described"}
+}
 
-func (f *fakePlaces) Sweep(context.Context, backend.Ledger) (backend.SweepResult, error) { return f.swept, nil }
+func (f *fakePlaces) Sweep(context.Context, backend.Ledger) (backend.SweepResult, error) {
+	return f.swept, nil
+}
 
 // world is one test's backend on the test binary's podman.
 type world struct {

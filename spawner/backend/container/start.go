@@ -101,7 +101,7 @@ type process struct {
 }
 
 func (p *process) Done() <-chan struct{} { return p.done }
-func (p *process) Exit() backend.Exit   { return p.exit }
+func (p *process) Exit() backend.Exit    { return p.exit }
 
 // Stop asks the engine to stop the container: its stop signal (SIGTERM)
 // to the process, SIGKILL after grace. It returns at once.

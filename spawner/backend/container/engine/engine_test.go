@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"path/filepath"
@@ -19,11 +20,11 @@ func TestMain(m *testing.M) { podmantest.Main(m) }
 // run creates a busybox container running script, attaches (with stdin
 // when given), starts it and returns its output and exit status; the
 // container is removed at the end.
-func run(t *testing.T, c *engine.Client, script string, stdin []byte) (stdout, stderr string, code int) {
+func run(t *testing.T, c *engine.Client, script string, stdin []byte, image ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx := t.Context()
 	cfg := engine.ContainerConfig{
-		Image: podmantest.Image, Entrypoint: []string{""}, Cmd: []string{"sh", "-c", script},
+		Image: append(image, podmantest.Image)[0], Entrypoint: []string{""}, Cmd: []string{"sh", "-c", script},
 		AttachStdout: true, AttachStderr: true, Labels: map[string]string{"mozi.test": t.Name()},
 		HostConfig: engine.HostConfig{NetworkMode: "none", Ulimits: []engine.Ulimit{{Name: "nproc", Soft: 1024, Hard: 1024}, {Name: "nofile", Soft: 1024, Hard: 1024}}},
 	}
@@ -68,6 +69,28 @@ func TestContainerLifecycle(t *testing.T) {
 	none, err := c.ListContainers(t.Context(), "mozi.test=nobody")
 	require.NoError(t, err)
 	require.Empty(t, none)
+}
+
+// An image's entrypoint does not wrap the command: Entrypoint [""]
+// clears it, so an agent's argv runs as written.
+func TestEntrypointCleared(t *testing.T) {
+	c := engine.New(podmantest.StartWithImage(t))
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	df := []byte("FROM " + podmantest.Image + "\nENTRYPOINT [\"/bin/echo\", \"entrypoint\"]\n")
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}))
+	_, err := tw.Write(df)
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, c.BuildImage(t.Context(), "localhost/mozi-test-entrypoint:1", &buf))
+	img, err := c.InspectImage(t.Context(), "localhost/mozi-test-entrypoint:1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"/bin/echo", "entrypoint"}, img.Config.Entrypoint)
+	require.Contains(t, img.Config.Env, "PATH=/bin")
+
+	out, _, code := run(t, c, "echo the command", nil, "localhost/mozi-test-entrypoint:1")
+	require.Equal(t, "the command\n", out)
+	require.Equal(t, 0, code)
 }
 
 func TestStopAndRemove(t *testing.T) {

@@ -28,7 +28,7 @@ func BenchmarkStartTrivial(b *testing.B) {
 			b.Skip(err)
 		}
 		// Under /tmp itself: the agents' user must reach it.
-		dir, err := os.MkdirTemp("", "mozi-bench-")
+		dir, err := os.MkdirTemp("", "mozi-container-bench-")
 		if err != nil {
 			b.Fatal(err)
 		}

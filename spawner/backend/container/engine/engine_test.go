@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,6 +112,32 @@ func TestStopAndRemove(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 137, code)
 	require.NoError(t, c.StopContainer(ctx, id, time.Second), "stopping a stopped container")
+
+	// A kill sends the signal asked for: a trap answers USR1.
+	id2, err := c.CreateContainer(ctx, "", engine.ContainerConfig{Image: podmantest.Image, AttachStdout: true,
+		Cmd:        []string{"sh", "-c", `trap 'echo got USR1; exit 4' USR1; echo ready; while :; do sleep 0.1; done`},
+		HostConfig: engine.HostConfig{NetworkMode: "none", Ulimits: []engine.Ulimit{{Name: "nproc", Soft: 1024, Hard: 1024}, {Name: "nofile", Soft: 1024, Hard: 1024}}}})
+	require.NoError(t, err)
+	defer c.RemoveContainer(context.Background(), id2)
+	s, err := c.Attach(ctx, id2, false)
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, c.StartContainer(ctx, id2))
+	r := bufio.NewReader(s)
+	hdr := make([]byte, 8)
+	_, err = io.ReadFull(r, hdr)
+	require.NoError(t, err)
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	require.NoError(t, c.KillContainer(ctx, id2, "USR1"))
+	var out bytes.Buffer
+	require.NoError(t, engine.Demux(r, &out, io.Discard))
+	require.Equal(t, "got USR1\n", out.String())
+	code, err = c.WaitContainer(ctx, id2)
+	require.NoError(t, err)
+	require.Equal(t, 4, code)
+
 	require.NoError(t, c.RemoveContainer(ctx, id))
 	_, err = c.InspectContainer(ctx, id)
 	require.True(t, engine.IsNotFound(err), "%v", err)

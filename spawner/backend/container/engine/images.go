@@ -46,18 +46,6 @@ func (c *Client) BuildImage(ctx context.Context, tag string, context io.Reader) 
 	return readProgress(op, resp.Body)
 }
 
-// LoadImage loads images from a tar stream in the format `docker save`
-// writes.
-func (c *Client) LoadImage(ctx context.Context, archive io.Reader) error {
-	resp, err := c.versioned(ctx, "load image", http.MethodPost, "/images/load", url.Values{"quiet": {"1"}},
-		archive, "application/x-tar")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return readProgress("load image", resp.Body)
-}
-
 // readProgress reads a stream of JSON progress messages; a message with
 // an error ends it with that error.
 func readProgress(op string, r io.Reader) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -321,6 +322,10 @@ func (d *doctor) checkAgents(ctx context.Context, e *env, cfg *config.Config, da
 		d.report(verdictFail, "data directory", err.Error(), "")
 		return
 	}
+	if cfg.Backend.Kind != config.BackendLocal {
+		d.checkImageAgents(cfg)
+		return
+	}
 	probe, err := local.NewProbe(local.Settings{StateDir: stateDir, User: cfg.Sandbox.User,
 		Hide: hiddenPaths(cfg, os.Getenv("PATH"), slog.New(slog.DiscardHandler))})
 	if err != nil {
@@ -337,6 +342,33 @@ func (d *doctor) checkAgents(ctx context.Context, e *env, cfg *config.Config, da
 	d.checkSandbox(cfg, probe)
 	for _, a := range cfg.Agents {
 		d.checkAgent(ctx, cfg, a, stateDir, probe)
+	}
+}
+
+// checkImageAgents checks agents that run on the container or kubernetes
+// backend: their CLI is in their image, not on this machine, so what is
+// checked here is that each has an image and its token.
+func (d *doctor) checkImageAgents(cfg *config.Config) {
+	for _, a := range cfg.Agents {
+		subject := "agent " + a.Login
+		bad := verdictFail
+		if a.Disabled {
+			bad = verdictWarn
+		}
+		image := a.Image
+		if image == "" {
+			image = map[string]string{config.BackendContainer: cfg.Backend.Container.Image,
+				config.BackendKubernetes: cfg.Backend.Kube.Image}[cfg.Backend.Kind]
+		}
+		switch {
+		case image == "" && len(cfg.Backend.Images) == 0:
+			d.report(bad, subject, "no image to run in on the "+cfg.Backend.Kind+" backend", "set its image, or the backend's default image")
+		case a.TokenEnv != "" && d.getenv(a.TokenEnv) == "":
+			d.report(bad, subject, a.TokenEnv+" is not set", "export the agent's own Gitea token in "+a.TokenEnv)
+		default:
+			d.report(verdictOK, subject, fmt.Sprintf("runs in %s on the %s backend (its CLI is checked at its first run)",
+				cmp.Or(image, "its repository's image"), cfg.Backend.Kind), "")
+		}
 	}
 }
 

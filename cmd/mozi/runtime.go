@@ -10,6 +10,7 @@ import (
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/container"
 	"github.com/moziplus/mozi/spawner/backend/local"
 )
 
@@ -32,6 +33,7 @@ type backendUse int
 const (
 	runAgents    backendUse = iota // mozi serve
 	describeOnly                   // mozi prompt render: where a run would be, nothing started
+	placesOnly                     // worktrees for another backend's runs: no sandbox
 )
 
 // newBackend builds the backend agents run on, as configured.
@@ -39,10 +41,20 @@ func newBackend(cfg *config.Config, stateDir, owner string, logger *slog.Logger)
 	return newBackendFor(cfg, stateDir, owner, logger, runAgents)
 }
 
-func newBackendFor(cfg *config.Config, stateDir, _ string, logger *slog.Logger, use backendUse) (backend.Backend, error) {
+func newBackendFor(cfg *config.Config, stateDir, owner string, logger *slog.Logger, use backendUse) (backend.Backend, error) {
 	switch cfg.Backend.Kind {
 	case config.BackendLocal:
 		return newLocalBackend(cfg, stateDir, logger, use)
+	case config.BackendContainer:
+		// The places are the local backend's worktrees, mounted into each
+		// container; the sandbox is the container.
+		places, err := newLocalBackend(cfg, stateDir, logger, placesOnly)
+		if err != nil || use == describeOnly {
+			return places, err
+		}
+		return container.New(container.Config{Socket: cfg.Backend.Container.Socket, Owner: owner, Scope: places.Scope(),
+			User: places.User(), Network: cfg.Backend.Container.Network, Image: cfg.Backend.Container.Image, Places: places,
+			Logger: logger})
 	default:
 		return nil, fmt.Errorf("backend.kind: %q is not available in this build", cfg.Backend.Kind)
 	}
@@ -50,7 +62,7 @@ func newBackendFor(cfg *config.Config, stateDir, _ string, logger *slog.Logger, 
 
 // newLocalBackend builds the backend that runs agents on this machine.
 func newLocalBackend(cfg *config.Config, stateDir string, logger *slog.Logger, use backendUse) (*local.Backend, error) {
-	return local.Open(local.Settings{StateDir: stateDir, User: cfg.Sandbox.User, Bwrap: cfg.Sandbox.Bwrap, NoSandbox: use == describeOnly,
+	return local.Open(local.Settings{StateDir: stateDir, User: cfg.Sandbox.User, Bwrap: cfg.Sandbox.Bwrap, NoSandbox: use != runAgents, DescribeOnly: use == describeOnly,
 		RemoteURL: remoteURL(cfg), Token: cfg.Gitea.Token.Value(), WorkspaceRoot: cfg.Workspace.Root,
 		KeepFinished: cfg.Workspace.KeepFinished, DiskBudget: int64(cfg.Workspace.DiskBudget),
 		CheckoutsPerRepo: cfg.Workspace.CheckoutsPerRepo, Hide: hiddenPaths(cfg, os.Getenv("PATH"), logger), Logger: logger})

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/spawner/backend"
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
 )
 
 // BenchmarkStartTrivial measures "start a trivial process and see it

@@ -354,3 +354,16 @@ func lookPath(name, path string) (string, error) {
 	}
 	return "", fmt.Errorf("command %q not found on PATH (%s): install it or fix the agent's command", name, path)
 }
+
+// Scope is the mark of this mozi's runs (its data directory's).
+func (b *Backend) Scope() string { return b.cfg.Scope }
+
+// User is "uid:gid" of the agents' user ("" when agents run as mozi's
+// own user): the owner of the places' files, which a container backend
+// runs its agents as.
+func (b *Backend) User() string {
+	if b.cfg.RunAs == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", b.cfg.RunAs.Uid, b.cfg.RunAs.Gid)
+}

@@ -31,9 +31,12 @@ type Settings struct {
 	// Hide are paths sandboxed agents must not see besides StateDir.
 	Hide   []string
 	Logger *slog.Logger
-	// NoSandbox skips looking for bubblewrap (mozi prompt render needs
-	// none).
+	// NoSandbox skips looking for bubblewrap: mozi prompt render needs
+	// none, nor does a container backend that uses these places.
 	NoSandbox bool
+	// DescribeOnly: nothing will run (mozi prompt render): agents' files
+	// are not given to their user.
+	DescribeOnly bool
 }
 
 // Open builds the local backend from mozi's settings: the agents' user,
@@ -41,7 +44,7 @@ type Settings struct {
 func Open(s Settings) (*Backend, error) {
 	cfg := Config{StateDir: s.StateDir, Hide: s.Hide, Logger: s.Logger}
 	var err error
-	if !s.NoSandbox {
+	if !s.DescribeOnly {
 		if cfg.RunAs, err = AgentsUser(s.User); err != nil {
 			return nil, err
 		}

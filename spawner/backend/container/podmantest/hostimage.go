@@ -74,11 +74,22 @@ func libraries(path string) []string {
 func hostContext(paths []string) ([]byte, error) {
 	files := map[string]bool{}
 	var walkErr error
-	addFile := func(p string) {
+	// A symlink needs its target at the path it names (the loader's link
+	// names /lib/…, which is a directory in the image), and that target's
+	// own.
+	var addFile func(p string)
+	addFile = func(p string) {
+		if files[p] {
+			return
+		}
 		files[p] = true
-		// A symlinked library needs its target too.
-		if target, err := filepath.EvalSymlinks(p); err == nil && target != p {
-			files[target] = true
+		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+			if target, err := os.Readlink(p); err == nil {
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(filepath.Dir(p), target)
+				}
+				addFile(target)
+			}
 		}
 	}
 	for _, p := range paths {

@@ -144,6 +144,7 @@ func (f *fakeGitea) FetchStatuses(_ context.Context, repo, sha string) ([]task.C
 type world struct {
 	t         *testing.T
 	store     *repository.Store
+	clock     *pgtest.Clock
 	server    *httptest.Server
 	processor *webhook.Processor
 	fixtures  []recording.Fixture
@@ -152,7 +153,7 @@ type world struct {
 
 func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	t.Helper()
-	store := pgtest.Store(t)
+	store, clock := pgtest.StoreWithClock(t)
 	agents := rules.NewAgents([]rules.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
 		{Login: "lead", Lead: true}})
 	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
@@ -165,7 +166,7 @@ func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	intake.Start(ctx)
-	w := &world{t: t, store: store, fixtures: recording.MustLoad(), gitea: &fakeGitea{},
+	w := &world{t: t, store: store, clock: clock, fixtures: recording.MustLoad(), gitea: &fakeGitea{},
 		server:    httptest.NewServer(intake.Routes()),
 		processor: webhook.NewProcessor(store, mapper.Apply, webhook.ProcessorConfig{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})}
 	t.Cleanup(func() { w.server.Close(); cancel(); intake.Wait() })
@@ -240,8 +241,9 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	closed := cached
 	closed.State, closed.UpdatedAt, closed.ClosedAt = "closed", cached.UpdatedAt.Add(time.Hour), cached.UpdatedAt.Add(time.Hour)
 	w.gitea.issues = map[int]task.Issue{3: closed}
-	tk := w.ticker(ticker.Config{ReconcileAge: time.Millisecond})
-	time.Sleep(5 * time.Millisecond) // the copy is now older than ReconcileAge
+	tk := w.ticker(ticker.Config{ReconcileAge: time.Minute})
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "the copy is fresh")
+	w.clock.Advance(2 * time.Minute) // the copy is now older than ReconcileAge
 
 	w.gitea.err = errGiteaDown
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "Gitea down: nothing changes, the next pass retries")
@@ -255,7 +257,7 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	assert.Equal(t, "closed", deliveries[0].Action)
 	assert.Equal(t, "ticker", deliveries[0].Headers["X-Mozi-Synthesized"])
 
-	time.Sleep(5 * time.Millisecond)
+	w.clock.Advance(2 * time.Minute)
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "nothing live waits on #3 any more")
 }
 
@@ -588,9 +590,9 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 	queue(92, 5002) // the budget of one task per hour is spent
 
 	var seen creations
-	tk := w.ticker(ticker.Config{MentionsAge: time.Nanosecond, TaskBudgetPerHour: 1, Agents: []string{"coder1"},
+	tk := w.ticker(ticker.Config{MentionsAge: time.Minute, TaskBudgetPerHour: 1, Agents: []string{"coder1"},
 		Creations: &seen})
-	time.Sleep(time.Millisecond) // older than MentionsAge
+	w.clock.Advance(2 * time.Minute) // the mentions are now older than MentionsAge
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobMentions))
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobDiscussions))
 	assert.Empty(t, seen.created)

@@ -66,6 +66,9 @@ const (
 	DefaultHoldBase             = 15 * time.Second
 	DefaultHoldMax              = 10 * time.Minute
 	DefaultGuardTimeout         = 30 * time.Second
+	// DefaultAgentConcurrency is an Agent's MaxConcurrency when its
+	// configuration says nothing: one run of an agent at a time.
+	DefaultAgentConcurrency = 1
 )
 
 // Config configures the dispatcher; zero fields take defaults.

@@ -40,7 +40,7 @@ type bundle struct {
 	mapper    *rules.Mapper
 	store     *repository.Store
 	clock     *pgtest.Clock // the store's now(): tests move it past backoffs
-	dbURL     string // the store's database, for reading rows the store has no method for
+	dbURL     string        // the store's database, for reading rows the store has no method for
 	intake    *webhook.Intake
 	processor *webhook.Processor
 	server    *httptest.Server

@@ -518,16 +518,18 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	w.runEnds(assigned)
 	w.runEnds(approved)
 
-	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond, Notices: notice.New()})
-	acted := func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }
-	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the stalled task is followed up")
+	tk := w.ticker(ticker.Config{WatchdogQuiet: time.Minute, Notices: notice.New()})
+	require.Zero(t, tk.RunJob(ctx, ticker.JobWatchdog), "quiet for less than WatchdogQuiet")
+	w.clock.Advance(2 * time.Minute)
+	require.Positive(t, tk.RunJob(ctx, ticker.JobWatchdog), "the stalled task is followed up")
 	got := w.task(task.ActionIssueAssigned, "coder2", 3)
 	assert.Equal(t, task.StatusPending, got.Status, "the agent runs once more")
 	assert.Equal(t, task.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
 	assert.Equal(t, 0, got.RetryCount, "a follow-up is not a failed attempt")
 
 	w.runEnds(got) // the follow-up run ends cleanly, still without a pull request
-	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the task is failed")
+	w.clock.Advance(2 * time.Minute)
+	require.Positive(t, tk.RunJob(ctx, ticker.JobWatchdog), "the task is failed")
 	got = w.task(task.ActionIssueAssigned, "coder2", 3)
 	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "without opening a pull request, also after a follow-up")
@@ -560,8 +562,9 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	w.send(closed)
 	require.Equal(t, task.StatusWorking, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 
-	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond})
-	require.Eventually(t, func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }, 10*time.Second, 20*time.Millisecond)
+	tk := w.ticker(ticker.Config{WatchdogQuiet: time.Minute})
+	w.clock.Advance(2 * time.Minute)
+	require.Positive(t, tk.RunJob(ctx, ticker.JobWatchdog))
 	assert.Equal(t, task.FollowUpPullClosed, w.task(task.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
 }
 
@@ -611,7 +614,7 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 // one comment saying so, and the breaker closes by itself.
 func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 	w := newWorld(t, func(c *rules.Config) {
-		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: 2 * time.Second}
+		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: time.Minute}
 	})
 	ctx := context.Background()
 	comment := recording.Find(w.fixtures, "016") // a comment on acme/widget#3
@@ -648,8 +651,9 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 	require.Len(t, queued, 1, "one comment per trip, queued with the trip")
 	assert.Contains(t, queued[0].Body, "paused new agent runs")
 
-	require.Eventually(t, func() bool { return len(claim()) == 1 }, 10*time.Second, 100*time.Millisecond,
-		"the breaker closes by itself after its cooldown")
+	assert.Empty(t, claim(), "acme/widget stays paused during the cooldown")
+	w.clock.Advance(2 * time.Minute)
+	assert.Equal(t, []string{"acme/widget"}, claim(), "the breaker closes by itself after its cooldown")
 }
 
 // blockingGitea answers nothing until the asking job's context ends, and

@@ -207,6 +207,9 @@ func (w *world) drain() {
 
 func (w *world) ticker(cfg ticker.Config) *ticker.Ticker {
 	cfg.Owner = "test"
+	if cfg.Now == nil {
+		cfg.Now = w.clock.Now // the ticker's cutoffs and the store's now() agree
+	}
 	return ticker.New(cfg, w.store, w.gitea)
 }
 

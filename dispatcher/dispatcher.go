@@ -64,6 +64,9 @@ const (
 	DefaultSpawnsPerIssuePerDay = 20
 	DefaultSpawnsPerAgentPerDay = 200
 	DefaultGuardTimeout         = 30 * time.Second
+	// DefaultAgentConcurrency is an Agent's MaxConcurrency when its
+	// configuration says nothing: one run of an agent at a time.
+	DefaultAgentConcurrency = 1
 )
 
 // The hold backoff's defaults are the task's (kept here for the

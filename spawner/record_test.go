@@ -78,19 +78,16 @@ func newTestSpawner(t *testing.T, store Store, b backend.Backend, stateDir strin
 		Argv: []string{"/bin/true"}, Workdir: t.TempDir()}, Timeout: time.Minute}}}, store, b, staticPrompt{})
 }
 
-// rescueOnceExpired plays the ticker: it rescues the task as soon as its
-// lease has expired (its runner could not renew it: the database was away).
-func rescueOnceExpired(t *testing.T, store *repository.Store, id int64) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		rescued, err := store.RescueExpired(context.Background(), time.Minute)
-		require.NoError(t, err)
-		if len(rescued) == 1 && rescued[0].ID == id {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+// rescueOnceExpired plays the ticker: it moves the database's clock past
+// the task's lease (its runner could not renew it: the database was away)
+// and rescues the task.
+func rescueOnceExpired(t *testing.T, store *repository.Store, clock *pgtest.Clock, id int64) {
+	clock.Advance(2 * time.Minute) // past the lease and the runner's silence
+	rescued, err := store.RescueExpired(context.Background(), time.Minute)
+	require.NoError(t, err)
+	if assert.Len(t, rescued, 1, "the run was not rescued") {
+		assert.Equal(t, id, rescued[0].ID)
 	}
-	t.Error("the run was never rescued")
 }
 
 func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
@@ -111,13 +108,13 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 // and the ticker to rescue the task: the runner keeps trying, records the
 // real outcome when the database is back, and the task does not run again.
 func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
-	real := pgtest.Store(t)
+	real, clock := pgtest.StoreWithClock(t)
 	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	store.whileAway = func() {
 		go func() {
-			rescueOnceExpired(t, real, tk.ID)
+			rescueOnceExpired(t, real, clock, tk.ID)
 			store.away.Store(false)
 		}()
 	}
@@ -137,7 +134,7 @@ func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
 // mozi stops while the database is still away: the outcome stays on disk
 // next to the attempt's log and is recorded at the next start.
 func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
-	real := pgtest.Store(t)
+	real, clock := pgtest.StoreWithClock(t)
 	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
@@ -151,7 +148,7 @@ func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
 	kept, err := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.NoError(t, err)
 	require.Len(t, kept, 1, "the outcome is on disk")
-	rescueOnceExpired(t, real, tk.ID)
+	rescueOnceExpired(t, real, clock, tk.ID)
 
 	// The next start, with the database back.
 	n, err := newTestSpawner(t, real, succeeding(), stateDir).RecordLeftovers(context.Background())
@@ -173,7 +170,7 @@ func failingOnce() *backendtest.Backend {
 // newer run alone: it must neither fail the task nor take its lease.
 func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	ctx := context.Background()
-	real := pgtest.Store(t)
+	real, clock := pgtest.StoreWithClock(t)
 	tk := claimed(t, real)
 	tk.MaxRetries = 0 // r1's failure would be its last: fail
 	store := &blinkingStore{Store: real}
@@ -186,7 +183,7 @@ func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	sp.Handle(ctx, tk)
 	kept, _ := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.Len(t, kept, 1, "r1's outcome waits on disk")
-	rescueOnceExpired(t, real, tk.ID)
+	rescueOnceExpired(t, real, clock, tk.ID)
 
 	got, err := real.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r2", Limit: 1,
 		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})

@@ -22,6 +22,7 @@ const (
 	DefaultDiscussLabel      = "mozi/discuss"
 	DefaultDeployContext     = `(?i)deploy`
 	DefaultInfraContext      = `(?i)runner|infra`
+	DefaultBotUser           = "mozi"
 )
 
 // The circuit breaker mozi serve configures when the configuration says
@@ -34,7 +35,8 @@ const (
 
 // Config configures how events become tasks.
 type Config struct {
-	// BotUser is mozi's own Gitea login: its comments never make work.
+	// BotUser is mozi's own Gitea login: its comments never make work
+	// (mozi serve's default DefaultBotUser, mozi).
 	BotUser string
 	Agents  Agents
 	// MaxRetries of created tasks (default task.DefaultMaxRetries). When

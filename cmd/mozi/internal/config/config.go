@@ -28,7 +28,9 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/backend/container"
 	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/templates/yamlpos"
 	"github.com/moziplus/mozi/ticker"
 	"github.com/moziplus/mozi/webhook"
@@ -50,10 +52,6 @@ const (
 
 // DefaultFile is read from the working directory when no file is named.
 const DefaultFile = "mozi.yaml"
-
-// DefaultShutdownGrace is how long running agents may finish when mozi
-// stops (spawner.shutdown_grace).
-const DefaultShutdownGrace = 30 * time.Second
 
 // Config is the whole configuration. Zero values mean "default"; Load fills
 // the defaults in.
@@ -565,16 +563,10 @@ func secretFromEnv(getenv func(string) string, name string) (value, file string,
 }
 
 func (c *Config) applyDefaults() {
-	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8080"
-	}
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
 	c.MemoryLimit = cmp.Or(c.MemoryLimit, memory.DefaultLimit)
-	if c.Database.MaxConns == 0 {
-		c.Database.MaxConns = 16
-	}
-	if c.Gitea.BotUser == "" {
-		c.Gitea.BotUser = "mozi"
-	}
+	c.Database.MaxConns = cmp.Or(c.Database.MaxConns, DefaultDatabaseMaxConns)
+	c.Gitea.BotUser = cmp.Or(c.Gitea.BotUser, rules.DefaultBotUser)
 	c.Gitea.Timeout = cmp.Or(c.Gitea.Timeout, gitea.DefaultTimeout)
 	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, gitea.DefaultRatePerSecond)
 	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, gitea.DefaultBurst)
@@ -591,15 +583,9 @@ func (c *Config) applyDefaults() {
 	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, rules.DefaultBreakerComments)
 	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, rules.DefaultBreakerWindow)
 	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, rules.DefaultBreakerCooldown)
-	if c.Templates.Locale == "" {
-		c.Templates.Locale = "en"
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
+	c.Templates.Locale = cmp.Or(c.Templates.Locale, templates.DefaultLocale)
+	c.Log.Level = cmp.Or(c.Log.Level, DefaultLogLevel)
+	c.Log.Format = cmp.Or(c.Log.Format, DefaultLogFormat)
 	d := &c.Dispatcher
 	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, dispatcher.DefaultMaxConcurrency)
 	d.LeaseTTL = cmp.Or(d.LeaseTTL, dispatcher.DefaultLeaseTTL)
@@ -631,9 +617,7 @@ func (c *Config) applyDefaults() {
 	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, ticker.DefaultWatchdogQuiet)
 	for i := range c.Agents {
 		a := &c.Agents[i]
-		if a.MaxConcurrency == 0 {
-			a.MaxConcurrency = 1
-		}
+		a.MaxConcurrency = cmp.Or(a.MaxConcurrency, dispatcher.DefaultAgentConcurrency)
 		a.Timeout = cmp.Or(a.Timeout, spawner.DefaultTimeout)
 		if a.Workspace == "" {
 			// An agent given its own directory keeps working there, as it
@@ -645,20 +629,20 @@ func (c *Config) applyDefaults() {
 		}
 		a.Sandbox = cmp.Or(a.Sandbox, SandboxBwrap)
 		l := &a.Limits
-		l.Memory = cmp.Or(l.Memory, 8<<30)
-		l.Processes = cmp.Or(l.Processes, 1024)
-		l.CPUTime = cmp.Or(l.CPUTime, 2*time.Hour)
-		l.OpenFiles = cmp.Or(l.OpenFiles, 8192)
+		l.Memory = cmp.Or(l.Memory, DefaultAgentMemory)
+		l.Processes = cmp.Or(l.Processes, DefaultAgentProcesses)
+		l.CPUTime = cmp.Or(l.CPUTime, DefaultAgentCPUTime)
+		l.OpenFiles = cmp.Or(l.OpenFiles, DefaultAgentOpenFiles)
 	}
 	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, workspace.DefaultKeepFinished)
 	c.Workspace.SweepEvery = cmp.Or(c.Workspace.SweepEvery, workspace.DefaultSweepEvery)
 	c.Workspace.CheckoutsPerRepo = cmp.Or(c.Workspace.CheckoutsPerRepo, workspace.DefaultCheckoutsPerRepo)
-	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
-	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
+	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, DefaultBwrap)
+	c.Sandbox.User = cmp.Or(c.Sandbox.User, DefaultSandboxUser)
 	c.Backend.Kind = cmp.Or(c.Backend.Kind, BackendLocal)
-	c.Backend.Container.Network = cmp.Or(c.Backend.Container.Network, "host")
-	c.Backend.Kube.Namespace = cmp.Or(c.Backend.Kube.Namespace, "mozi-agents")
-	c.Backend.Kube.TTLAfterFinished = cmp.Or(c.Backend.Kube.TTLAfterFinished, 10*time.Minute)
+	c.Backend.Container.Network = cmp.Or(c.Backend.Container.Network, container.DefaultNetwork)
+	c.Backend.Kube.Namespace = cmp.Or(c.Backend.Kube.Namespace, DefaultKubeNamespace)
+	c.Backend.Kube.TTLAfterFinished = cmp.Or(c.Backend.Kube.TTLAfterFinished, DefaultKubeTTLAfterFinished)
 }
 
 // Agent workspace and sandbox modes.

@@ -307,8 +307,16 @@ type Container struct {
 type Kube struct {
 	// Kubeconfig is the kubeconfig file ("": in-cluster credentials).
 	Kubeconfig string `yaml:"kubeconfig"`
-	// Namespace holds the Jobs (default mozi-agents).
+	// Namespace holds the Jobs, pods and Secrets (default: the in-cluster
+	// service account's namespace, else default).
 	Namespace string `yaml:"namespace"`
+	// Remote is each repository's clone URL as pods reach it, with {repo}
+	// for owner/name (default: workspace.remote, else gitea.url's).
+	Remote string `yaml:"remote"`
+	// HostNetwork runs the pods in their node's network.
+	HostNetwork bool `yaml:"host_network"`
+	// PullPolicy of the images: IfNotPresent (default), Always or Never.
+	PullPolicy string `yaml:"pull_policy"`
 	// Image is the image of agents that name none; CheckoutImage the one
 	// of the init step that clones the repository (default: the agent's).
 	Image         string `yaml:"image"`
@@ -641,7 +649,6 @@ func (c *Config) applyDefaults() {
 	c.Sandbox.User = cmp.Or(c.Sandbox.User, DefaultSandboxUser)
 	c.Backend.Kind = cmp.Or(c.Backend.Kind, BackendLocal)
 	c.Backend.Container.Network = cmp.Or(c.Backend.Container.Network, container.DefaultNetwork)
-	c.Backend.Kube.Namespace = cmp.Or(c.Backend.Kube.Namespace, DefaultKubeNamespace)
 	c.Backend.Kube.TTLAfterFinished = cmp.Or(c.Backend.Kube.TTLAfterFinished, DefaultKubeTTLAfterFinished)
 }
 
@@ -966,6 +973,14 @@ func (c *Config) validateBackend(p *problems) {
 		if owner, name, ok := strings.Cut(repo, "/"); !ok || owner == "" || name == "" {
 			p.add("backend.images", "%q is not owner/name", repo)
 		}
+	}
+	switch c.Backend.Kube.PullPolicy {
+	case "", "IfNotPresent", "Always", "Never":
+	default:
+		p.add("backend.kubernetes.pull_policy", "%q is not IfNotPresent, Always or Never", c.Backend.Kube.PullPolicy)
+	}
+	if r := c.Backend.Kube.Remote; r != "" && !strings.Contains(r, "{repo}") {
+		p.add("backend.kubernetes.remote", "%q has no {repo} (owner/name) in it", r)
 	}
 	if c.Backend.Kube.TTLAfterFinished < 0 {
 		p.add("backend.kubernetes.ttl_after_finished", "must not be negative")

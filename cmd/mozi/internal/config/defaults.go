@@ -34,6 +34,5 @@ const (
 // Defaults of the Kubernetes backend's settings (they move to
 // spawner/backend/kube with it).
 const (
-	DefaultKubeNamespace        = "mozi-agents"
 	DefaultKubeTTLAfterFinished = 10 * time.Minute
 )

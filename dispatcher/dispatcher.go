@@ -24,6 +24,7 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/lease"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/notice"
 )
@@ -62,10 +63,17 @@ const (
 	DefaultPollInterval         = 5 * time.Second
 	DefaultSpawnsPerIssuePerDay = 20
 	DefaultSpawnsPerAgentPerDay = 200
-	DefaultMaxHops              = 4
-	DefaultHoldBase             = 15 * time.Second
-	DefaultHoldMax              = 10 * time.Minute
 	DefaultGuardTimeout         = 30 * time.Second
+	// DefaultAgentConcurrency is an Agent's MaxConcurrency when its
+	// configuration says nothing: one run of an agent at a time.
+	DefaultAgentConcurrency = 1
+)
+
+// The hold backoff's defaults are the task's (kept here for the
+// configuration's defaults).
+const (
+	DefaultHoldBase = task.DefaultHoldBase
+	DefaultHoldMax  = task.DefaultHoldMax
 )
 
 // Config configures the dispatcher; zero fields take defaults.
@@ -88,7 +96,7 @@ type Config struct {
 	SpawnsPerIssuePerDay int
 	SpawnsPerAgentPerDay int
 	// MaxHops fails mention tasks deeper in an agent-to-agent chain
-	// (default DefaultMaxHops, 4).
+	// (default task.DefaultMaxMentionHops, 4).
 	MaxHops int
 	// MaxDispatches fails a task dispatched this often without finishing,
 	// rescues included, holds not (default: its max_retries + 5).
@@ -109,6 +117,9 @@ type Config struct {
 	Logger  *slog.Logger
 	Metrics *Metrics
 	Now     func() time.Time
+	// NewTicker makes the beat of lease renewals (default: a time.Ticker);
+	// tests drive it.
+	NewTicker func(d time.Duration) lease.Ticker
 }
 
 // Dispatcher is the claim loop.
@@ -146,7 +157,7 @@ func New(cfg Config, store Store, issues IssueSource, handler Handler) *Dispatch
 		cfg.SpawnsPerAgentPerDay = DefaultSpawnsPerAgentPerDay
 	}
 	if cfg.MaxHops <= 0 {
-		cfg.MaxHops = DefaultMaxHops
+		cfg.MaxHops = task.DefaultMaxMentionHops
 	}
 	if cfg.HoldBase <= 0 {
 		cfg.HoldBase = DefaultHoldBase
@@ -325,53 +336,38 @@ func (d *Dispatcher) runClaimed(runCtx context.Context, t task.Task) {
 // dead: the run stops rather than become a second writer on the task's
 // branch.
 func (d *Dispatcher) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t task.Task, kick <-chan struct{}) {
-	beat := time.NewTicker(d.cfg.LeaseTTL / 3)
-	defer beat.Stop()
-	bg := context.WithoutCancel(ctx)
 	log := d.cfg.Logger.With("task_id", t.ID, "repo", t.Repo, "issue", t.IssueNumber, "agent", t.Agent)
-	renewed := time.Now() // the claim itself
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-beat.C:
-		case <-kick:
-		}
-		beatCtx, stop := context.WithTimeout(bg, d.cfg.LeaseTTL/3)
-		st, err := d.store.Heartbeat(beatCtx, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
-		stop()
-		if ctx.Err() != nil {
-			return // the run ended meanwhile
-		}
-		if err != nil {
-			if time.Since(renewed) >= d.cfg.LeaseTTL {
-				log.Error("lease not renewed for its whole TTL: stopping the agent (the task may run elsewhere now)",
-					"lease_ttl", d.cfg.LeaseTTL.String(), "error", err)
-				cancel(task.ErrLeaseLost)
-				return
+	k := lease.Keeper{TTL: d.cfg.LeaseTTL, Kick: kick, Now: d.cfg.Now, NewTicker: d.cfg.NewTicker,
+		Retrying: func(err error) { log.Warn("heartbeat failed, will try again", "error", err) },
+		Renew: func(beat context.Context) (bool, error) {
+			st, err := d.store.Heartbeat(beat, t.ID, d.cfg.Owner, d.cfg.LeaseTTL)
+			if err != nil || ctx.Err() != nil {
+				return true, err
 			}
-			log.Warn("heartbeat failed, will try again", "error", err)
-			continue
-		}
-		if !st.Held && st.Status.Terminal() {
-			// Runs keep their lease through others' terminal events: a
-			// finished task without it is this run's own outcome, recorded
-			// (and its lease dropped) a moment before the run returns.
-			log.Debug("task finished and its lease released: the run is over", "status", st.Status)
-			return
-		}
-		if !st.Held {
-			log.Error("lease lost: another runner holds the task, stopping the agent", "status", st.Status)
-			cancel(task.ErrLeaseLost)
-			return
-		}
-		renewed = time.Now()
-		if st.Status.Terminal() && !strings.EqualFold(st.EndedBy, t.Agent) {
-			endedBy := cmp.Or(st.EndedBy, task.ActorMozi)
-			log.Info("task ended while its agent ran: stopping the agent", "status", st.Status, "ended_by", endedBy)
-			cancel(fmt.Errorf("%w: %s by %s", task.ErrTaskEnded, st.Status, endedBy))
-			return
-		}
+			if !st.Held && st.Status.Terminal() {
+				// Runs keep their lease through others' terminal events: a
+				// finished task without it is this run's own outcome, recorded
+				// (and its lease dropped) a moment before the run returns.
+				log.Debug("task finished and its lease released: the run is over", "status", st.Status)
+				return false, nil
+			}
+			if !st.Held {
+				log.Error("lease lost: another runner holds the task, stopping the agent", "status", st.Status)
+				cancel(task.ErrLeaseLost)
+				return false, nil
+			}
+			if st.Status.Terminal() && !strings.EqualFold(st.EndedBy, t.Agent) {
+				endedBy := cmp.Or(st.EndedBy, task.ActorMozi)
+				log.Info("task ended while its agent ran: stopping the agent", "status", st.Status, "ended_by", endedBy)
+				cancel(fmt.Errorf("%w: %s by %s", task.ErrTaskEnded, st.Status, endedBy))
+				return false, nil
+			}
+			return true, nil
+		}}
+	if err := k.Run(ctx); err != nil {
+		log.Error("lease not renewed for its whole TTL: stopping the agent (the task may run elsewhere now)",
+			"lease_ttl", d.cfg.LeaseTTL.String(), "error", err)
+		cancel(task.ErrLeaseLost)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/conventions"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -99,7 +100,7 @@ func (in *Input) vars() templates.Vars {
 		tokenEnv = DefaultTokenEnv
 	}
 	v := templates.Vars{
-		"repo": t.Repo, "repo_name": repoName, "title": title, "brief": templates.Brief(title),
+		"repo": t.Repo, "repo_name": repoName, "title": title, "brief": conventions.Brief(title),
 		"agent": in.Agent.Login, "author": author, "gitea_url": in.GiteaURL,
 		"gitea_api": strings.TrimSuffix(in.GiteaURL, "/") + "/api/v1", "workdir": in.Agent.Workdir,
 		"token_env": tokenEnv, "lead": in.Lead, "head_sha": m.HeadSHA, "head_branch": m.HeadBranch,
@@ -123,7 +124,7 @@ func (in *Input) vars() templates.Vars {
 	if in.Lead == "" {
 		v["lead"] = "the lead"
 	}
-	v["branch"] = branch(t, m, v["brief"])
+	v["branch"] = conventions.TaskBranch(t, v["brief"])
 	v["base"] = "main"
 	var ref string
 	if c := in.Checkout; c != nil {
@@ -152,30 +153,7 @@ func (in *Input) Branch() string {
 	if title == "" {
 		title = t.Meta.Title
 	}
-	return branch(t, t.Meta, templates.Brief(strings.ReplaceAll(title, "'", "’")))
-}
-
-// branch is the branch the agent works on: the pull request's, or a new
-// one named <kind>/<issue>-<brief>.
-func branch(t task.Task, m task.Meta, brief string) string {
-	if m.HeadBranch != "" && t.ActionType != task.ActionIssueAssigned {
-		return m.HeadBranch
-	}
-	if m.WorkBranch != "" && t.ActionType.OpensPullRequest() {
-		return m.WorkBranch // an earlier run's: the title may have changed since
-	}
-	kind := templates.BranchKind(t.BusinessType)
-	if t.ActionType.RepositoryLevel() {
-		kind = "fix"
-	}
-	n := t.IssueNumber
-	if m.LinkedIssue > 0 {
-		n = m.LinkedIssue
-	}
-	if n == 0 {
-		return kind + "/" + brief
-	}
-	return kind + "/" + strconv.Itoa(n) + "-" + brief
+	return conventions.TaskBranch(t, conventions.Brief(strings.ReplaceAll(title, "'", "’")))
 }
 
 func reviewState(s string) string {

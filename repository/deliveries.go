@@ -368,7 +368,7 @@ func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn 
 		if err != nil {
 			return fmt.Errorf("delivery %s: savepoint: %w", d.ID, err)
 		}
-		inner := newTx(sp)
+		inner := newTx(sp, tx.clock) // the savepoint is in the same transaction: same now()
 		res, fnErr = fn(ctx, inner, d)
 		if fnErr != nil {
 			if rbErr := sp.Rollback(ctx); rbErr != nil {

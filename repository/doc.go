@@ -11,4 +11,6 @@
 //   - At most one live task exists per (repo, issue, action type, agent); the
 //     database enforces it with a partial unique index.
 //   - A lookup of something that does not exist fails with task.ErrNotFound.
+//   - Statements read the time only as now(), which a Clock (tests) replaces
+//     in every statement at once; a source test keeps it so.
 package repository

@@ -20,6 +20,7 @@ type Store struct {
 	Queries
 	pool         *pgxpool.Pool
 	logger       *slog.Logger
+	clock        Clock
 	onTransition func(ev task.Event, to task.Status, n int)
 }
 
@@ -41,6 +42,9 @@ type Options struct {
 	MaxConns int32
 	// Logger receives one line per notable database event (default: discard).
 	Logger *slog.Logger
+	// Clock stands in for PostgreSQL's now() in every statement (default:
+	// nil, the database's own clock). For tests: see pgtest.Clock.
+	Clock Clock
 }
 
 // Open connects to PostgreSQL and checks that it answers. It does not run
@@ -77,8 +81,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{pool: pool, logger: logger}
-	s.Queries = Queries{db: pool, observe: s.observe}
+	s := &Store{pool: pool, logger: logger, clock: opts.Clock}
+	s.Queries = Queries{db: withClock(pool, opts.Clock), observe: s.observe}
 	return s, nil
 }
 

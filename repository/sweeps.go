@@ -343,15 +343,20 @@ func (s *Store) FoldTaskCounts(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// TaskEnd is whether a task is finished, and since when.
+// TaskEnd is whether a task is finished, and since when; and the run
+// holding its lease now (its attempt and lease owner; 0 and "" when none).
 type TaskEnd struct {
-	Status     task.Status
-	FinishedAt time.Time
+	Status         task.Status
+	FinishedAt     time.Time
+	RunningAttempt int
+	LeaseOwner     string
 }
 
 // TaskEnds returns the status of the tasks among ids that exist.
 func (q *Queries) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd, error) {
-	rows, err := q.db.Query(ctx, `SELECT id, status, finished_at FROM task_state WHERE id = ANY($1)`, ids)
+	rows, err := q.db.Query(ctx, `SELECT id, status, finished_at,
+		CASE WHEN lease_owner IS NULL THEN 0 ELSE dispatch_count END, COALESCE(lease_owner, '')
+		FROM task_state WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read task states: %w", err)
 	}
@@ -363,7 +368,7 @@ func (q *Queries) TaskEnds(ctx context.Context, ids []int64) (map[int64]TaskEnd,
 			e        TaskEnd
 			finished *time.Time
 		)
-		if err := rows.Scan(&id, &e.Status, &finished); err != nil {
+		if err := rows.Scan(&id, &e.Status, &finished, &e.RunningAttempt, &e.LeaseOwner); err != nil {
 			return nil, fmt.Errorf("scan task state: %w", err)
 		}
 		e.FinishedAt = derefTime(finished)

@@ -92,13 +92,7 @@ func (q *Queries) CreateTask(ctx context.Context, n NewTask) (task.Task, error) 
 	if err != nil {
 		return task.Task{}, fmt.Errorf("create task: encode meta: %w", err)
 	}
-	maxRetries := n.MaxRetries
-	switch {
-	case maxRetries == task.NoRetries:
-		maxRetries = 0
-	case maxRetries <= 0:
-		maxRetries = task.DefaultMaxRetries
-	}
+	maxRetries := task.EffectiveMaxRetries(n.MaxRetries)
 	depends := n.DependsOn
 	if depends == nil {
 		depends = []int{}

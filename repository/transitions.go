@@ -84,9 +84,12 @@ var effects = map[task.Event]effect{
 		args: func(c Change) []any { return []any{nullTime(c.NotBefore), c.Error} },
 	},
 	task.EventInterrupt: {
-		set:   clearLease + `, not_before = now()`,
+		// A run its backend could not take (a cluster out of reach) waits
+		// like a hold, with its backoff; a shutdown's runs again at once.
+		set: clearLease + `, not_before = COALESCE($4, now()), held_for = $5,
+			holds = t.holds + CASE WHEN $5 = '' THEN 0 ELSE 1 END`,
 		guard: ` AND t.lease_owner IS NOT DISTINCT FROM $3`,
-		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner)} },
+		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner), nullTime(c.NotBefore), string(c.HeldFor)} },
 	},
 	task.EventRescue: {
 		set:   clearLease + `, not_before = now(), last_error = 'lease expired: runner lost'`,

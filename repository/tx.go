@@ -16,6 +16,8 @@ import (
 type Tx struct {
 	Queries
 	tx pgx.Tx
+	// clock is frozen at the transaction's start (nil: the database's).
+	clock Clock
 	// applied transitions are reported to the store's observer after commit.
 	applied []appliedTransition
 }
@@ -26,9 +28,12 @@ type appliedTransition struct {
 	n  int
 }
 
-func newTx(pgtx pgx.Tx) *Tx {
-	t := &Tx{tx: pgtx}
-	t.Queries = Queries{db: pgtx, observe: func(ev task.Event, to task.Status, n int) {
+func newTx(pgtx pgx.Tx, clock Clock) *Tx {
+	if clock != nil {
+		clock = frozen(clock.Now())
+	}
+	t := &Tx{tx: pgtx, clock: clock}
+	t.Queries = Queries{db: withClock(pgtx, clock), observe: func(ev task.Event, to task.Status, n int) {
 		t.applied = append(t.applied, appliedTransition{ev, to, n})
 	}}
 	return t
@@ -41,7 +46,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	defer pgtx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	tx := newTx(pgtx)
+	tx := newTx(pgtx, s.clock)
 	if err := fn(tx); err != nil {
 		return err
 	}

@@ -8,16 +8,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend"
 )
 
 // Agent is what the spawner needs to run one declared agent.
 type Agent struct {
-	Login string
-	// Argv is the command, with {prompt_file} / {prompt} placeholders; with
-	// neither, the prompt goes to stdin.
-	Argv    []string
-	Workdir string
+	// Agent is what its backend needs: login, command (its Argv has
+	// {prompt_file} / {prompt} placeholders; with neither, the prompt goes
+	// to stdin), home, working directory or worktree, sandbox, image,
+	// limits.
+	backend.Agent
 	Timeout time.Duration
 	// TokenEnv names the variable of mozi's environment that holds the
 	// agent's own Gitea token; the agent gets it as GITEA_TOKEN and under
@@ -37,18 +37,6 @@ type Agent struct {
 	// PresetEnv are the preset's own variables (Resolved.Env), set before
 	// PassEnv and Env, which win over them.
 	PresetEnv map[string]string
-
-	// Worktree gives each run a git worktree of its task's repository on
-	// the branch the task needs (workspace: auto); without it the agent
-	// works in Workdir and manages its checkout itself (workspace: none).
-	Worktree bool
-	// Sandboxed runs the agent inside bubblewrap (sandbox: bwrap).
-	Sandboxed bool
-	// Home is the agent's persistent HOME, where its CLI keeps its own
-	// settings between runs.
-	Home string
-	// Limits bound each sandboxed run.
-	Limits sandbox.Limits
 }
 
 // Resolved is an agent's command as mozi runs it.

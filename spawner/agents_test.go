@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/spawner/agenttest"
+	"github.com/moziplus/mozi/spawner/backend"
 )
 
 // nobody is the user a sandboxed agent runs as when mozi is root.
@@ -87,7 +88,7 @@ func TestPresetsDriveRealCLIs(t *testing.T) {
 					if r.uid > 0 {
 						chownAll(t, home, r.uid)
 					}
-					a := Agent{Login: "coder1", Argv: res.Argv, Usage: res.Usage, PresetEnv: res.Env, Env: vars}
+					a := Agent{Agent: backend.Agent{Login: "coder1", Argv: res.Argv}, Usage: res.Usage, PresetEnv: res.Env, Env: vars}
 					// TMPDIR in the home: what a CLI leaves there goes with the test.
 					parent := map[string]string{"PATH": cli.PATH, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": filepath.Join(home, "tmp")}
 					env := environment(a, Vars{TaskID: 1, Repo: "acme/widget", Issue: 1, Action: "issue_assigned", Attempt: 1},
@@ -103,9 +104,8 @@ func TestPresetsDriveRealCLIs(t *testing.T) {
 						budget = 1000 // below the first model turn's tokens
 					}
 					logPath := filepath.Join(t.TempDir(), "run.log")
-					runner := &ProcessRunner{KillGrace: 2 * time.Second}
-					got := runner.Run(context.Background(), Command{Argv: args, Dir: work, Env: env, Stdin: []byte("Write hello.txt."),
-						LogPath: logPath, Timeout: 3 * time.Minute, Usage: a.Usage, MaxTokens: budget})
+					got := runIn(t, work, Command{Argv: args, Env: env, Stdin: []byte("Write hello.txt."),
+						LogPath: logPath, Timeout: 3 * time.Minute, Usage: a.Usage, MaxTokens: budget}, context.Background())
 					log, _ := os.ReadFile(logPath)
 					require.Empty(t, srv.Errors(), "the fake model could not answer\n%s", log)
 

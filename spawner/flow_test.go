@@ -19,9 +19,11 @@ import (
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/agenttest"
-	"github.com/moziplus/mozi/spawner/sandbox"
-	"github.com/moziplus/mozi/spawner/workspace"
-	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
+	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/local"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace/workspacetest"
 )
 
 const (
@@ -52,7 +54,7 @@ func newFlow(t *testing.T) *flow {
 	f := &flow{store: pgtest.Store(t), git: workspacetest.New(t, []string{moziGitToken}, []string{agentGitToken})}
 	state, err := os.MkdirTemp("", "mozi-flow-")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = removeAll(state) })
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
 	require.NoError(t, os.Chmod(state, 0o755)) // the agents' user traverses it, as mozi's data dir
 	f.state = state
 	var owner *workspace.Owner
@@ -84,8 +86,9 @@ func (f *flow) claim(t *testing.T, repo string, issue int, title, agent string) 
 }
 
 func (f *flow) spawner(agents map[string]Agent, env map[string]string) *Spawner {
-	return New(Config{Owner: "r1", StateDir: f.state, Agents: agents, Workspaces: f.ws, Sandbox: f.sb, RunAs: f.runAs,
-		Getenv: func(k string) string { return env[k] }}, f.store, &ProcessRunner{KillGrace: time.Second}, titlePrompt{})
+	b := local.New(local.Config{StateDir: f.state, Workspaces: f.ws, Sandbox: f.sb, RunAs: f.runAs})
+	return New(Config{Owner: "r1", StateDir: f.state, Agents: agents, KillGrace: time.Second,
+		Getenv: func(k string) string { return env[k] }}, f.store, b, titlePrompt{})
 }
 
 // titlePrompt gathers a task from its own copy of the issue and renders
@@ -134,9 +137,10 @@ func TestRealAgentWorksInItsWorktree(t *testing.T) {
 			}
 			cmd, err := ResolveAgent(preset, nil, "", nil)
 			require.NoError(t, err)
-			agents := map[string]Agent{"coder1": {Login: "coder1", Argv: cmd.Argv, Usage: cmd.Usage, PresetEnv: cmd.Env,
-				Env: vars, TokenEnv: "CODER1_TOKEN", Home: home, Worktree: true, Sandboxed: true, Timeout: 3 * time.Minute,
-				Limits: sandbox.Limits{MemoryBytes: 8 << 30, Processes: 4096, CPUTime: time.Hour, OpenFiles: 8192}}}
+			agents := map[string]Agent{"coder1": {Agent: backend.Agent{Login: "coder1", Argv: cmd.Argv,
+				Home: home, Worktree: true, Sandboxed: true,
+				Limits: backend.Limits{MemoryBytes: 8 << 30, Processes: 4096, CPUTime: time.Hour, OpenFiles: 8192}},
+				Usage: cmd.Usage, PresetEnv: cmd.Env, Env: vars, TokenEnv: "CODER1_TOKEN", Timeout: 3 * time.Minute}}
 			sp := f.spawner(agents, map[string]string{"PATH": cli.PATH, "LANG": "C.UTF-8", "CODER1_TOKEN": agentGitToken})
 
 			tk := f.claim(t, "acme/widget", 3, "Crash on empty config", "coder1")
@@ -182,8 +186,8 @@ ls %[1]s/trees/acme > seen.txt 2>&1; ls %[1]s/mirrors/acme >> seen.txt 2>&1; ls 
 		filepath.Join(f.state, "workspaces"), f.state)
 	cmd, err := ResolveAgent("shell", nil, script, nil)
 	require.NoError(t, err)
-	agents := map[string]Agent{"coder1": {Login: "coder1", Argv: cmd.Argv, Home: filepath.Join(f.state, "agents", "coder1", "home"),
-		Worktree: true, Sandboxed: true, Timeout: time.Minute}}
+	agents := map[string]Agent{"coder1": {Agent: backend.Agent{Login: "coder1", Argv: cmd.Argv,
+		Home: filepath.Join(f.state, "agents", "coder1", "home"), Worktree: true, Sandboxed: true}, Timeout: time.Minute}}
 	sp := f.spawner(agents, map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"})
 	tasks := []task.Task{f.claim(t, "acme/widget", 3, "Widget", "coder1"), f.claim(t, "acme/gadget", 4, "Gadget", "coder1")}
 	var wg sync.WaitGroup
@@ -213,8 +217,8 @@ func TestALaterRunStaysOnTheFirstRunsBranch(t *testing.T) {
 	f.git.NewRepo(t, "acme/widget", map[string]string{"widget.txt": "w\n"})
 	cmd, err := ResolveAgent("shell", nil, "true", nil)
 	require.NoError(t, err)
-	agents := map[string]Agent{"coder1": {Login: "coder1", Argv: cmd.Argv, Home: filepath.Join(f.state, "agents", "coder1", "home"),
-		Worktree: true, Sandboxed: true, Timeout: time.Minute}}
+	agents := map[string]Agent{"coder1": {Agent: backend.Agent{Login: "coder1", Argv: cmd.Argv,
+		Home: filepath.Join(f.state, "agents", "coder1", "home"), Worktree: true, Sandboxed: true}, Timeout: time.Minute}}
 	sp := f.spawner(agents, map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"})
 	first := f.claim(t, "acme/widget", 3, "Rate limiter", "coder1")
 	sp.Handle(ctx, first)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,7 +81,7 @@ func TestResolveDoesNotAliasPresets(t *testing.T) {
 // and it never carries mozi's own variables.
 func TestPresetEnvironment(t *testing.T) {
 	t.Parallel()
-	a := Agent{Login: "c", PresetEnv: map[string]string{"IS_SANDBOX": "1", "GOOSE_MODE": "auto", "MOZI_X": "y"},
+	a := Agent{Agent: backend.Agent{Login: "c"}, PresetEnv: map[string]string{"IS_SANDBOX": "1", "GOOSE_MODE": "auto", "MOZI_X": "y"},
 		Env: map[string]string{"GOOSE_MODE": "approve"}}
 	env := environment(a, Vars{}, func(string) string { return "" })
 	last := map[string]string{} // exec uses the last value of a repeated name

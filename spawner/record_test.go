@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +16,8 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/backendtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -47,12 +45,7 @@ func (b *blinkingStore) FinishRun(ctx context.Context, e repository.RunEnd) (rep
 }
 
 // succeeding is an agent that exits 0 at once.
-type succeeding struct{ runs atomic.Int32 }
-
-func (r *succeeding) Run(context.Context, Command) Result {
-	r.runs.Add(1)
-	return Result{ExitCode: 0, Outcome: OutcomeSucceeded, Duration: time.Millisecond}
-}
+func succeeding() *backendtest.Backend { return &backendtest.Backend{} }
 
 // claimed makes an issue_assigned task and claims it for runner r1 with a
 // lease that expires quickly.
@@ -80,24 +73,21 @@ func (staticPrompt) Build(*prompts.Input) (*prompts.Prompt, error) {
 	return &prompts.Prompt{Text: "do it"}, nil
 }
 
-func newTestSpawner(t *testing.T, store Store, runner Runner, stateDir string) *Spawner {
-	return New(Config{Owner: "r1", StateDir: stateDir, Agents: map[string]Agent{"coder1": {Login: "coder1",
-		Argv: []string{"/bin/true"}, Workdir: t.TempDir(), Timeout: time.Minute}}}, store, runner, staticPrompt{})
+func newTestSpawner(t *testing.T, store Store, b backend.Backend, stateDir string) *Spawner {
+	return New(Config{Owner: "r1", StateDir: stateDir, Agents: map[string]Agent{"coder1": {Agent: backend.Agent{Login: "coder1",
+		Argv: []string{"/bin/true"}, Workdir: t.TempDir()}, Timeout: time.Minute}}}, store, b, staticPrompt{})
 }
 
-// rescueOnceExpired plays the ticker: it rescues the task as soon as its
-// lease has expired (its runner could not renew it: the database was away).
-func rescueOnceExpired(t *testing.T, store *repository.Store, id int64) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		rescued, err := store.RescueExpired(context.Background(), time.Minute)
-		require.NoError(t, err)
-		if len(rescued) == 1 && rescued[0].ID == id {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+// rescueOnceExpired plays the ticker: it moves the database's clock past
+// the task's lease (its runner could not renew it: the database was away)
+// and rescues the task.
+func rescueOnceExpired(t *testing.T, store *repository.Store, clock *pgtest.Clock, id int64) {
+	clock.Advance(2 * time.Minute) // past the lease and the runner's silence
+	rescued, err := store.RescueExpired(context.Background(), time.Minute)
+	require.NoError(t, err)
+	if assert.Len(t, rescued, 1, "the run was not rescued") {
+		assert.Equal(t, id, rescued[0].ID)
 	}
-	t.Error("the run was never rescued")
 }
 
 func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
@@ -118,17 +108,17 @@ func assertRecordedOnce(t *testing.T, store *repository.Store, id int64) {
 // and the ticker to rescue the task: the runner keeps trying, records the
 // real outcome when the database is back, and the task does not run again.
 func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
-	real := pgtest.Store(t)
+	real, clock := pgtest.StoreWithClock(t)
 	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	store.whileAway = func() {
 		go func() {
-			rescueOnceExpired(t, real, tk.ID)
+			rescueOnceExpired(t, real, clock, tk.ID)
 			store.away.Store(false)
 		}()
 	}
-	runner := &succeeding{}
+	runner := succeeding()
 	sp := newTestSpawner(t, store, runner, t.TempDir())
 	sp.Handle(context.Background(), tk)
 
@@ -138,30 +128,30 @@ func TestRunRecordedAfterADatabaseBlip(t *testing.T) {
 		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
 	require.NoError(t, err)
 	assert.Empty(t, got, "nothing to run again")
-	assert.Equal(t, int32(1), runner.runs.Load())
+	assert.Len(t, runner.Steps(), 1)
 }
 
 // mozi stops while the database is still away: the outcome stays on disk
 // next to the attempt's log and is recorded at the next start.
 func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
-	real := pgtest.Store(t)
+	real, clock := pgtest.StoreWithClock(t)
 	tk := claimed(t, real)
 	store := &blinkingStore{Store: real}
 	store.away.Store(true)
 	stateDir := t.TempDir()
 	done := make(chan struct{})
 	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, func() { close(done) }) }
-	sp := newTestSpawner(t, store, &succeeding{}, stateDir)
+	sp := newTestSpawner(t, store, succeeding(), stateDir)
 	sp.cfg.Done = done // mozi's end, after its shutdown grace
 	sp.Handle(context.Background(), tk)
 
 	kept, err := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.NoError(t, err)
 	require.Len(t, kept, 1, "the outcome is on disk")
-	rescueOnceExpired(t, real, tk.ID)
+	rescueOnceExpired(t, real, clock, tk.ID)
 
 	// The next start, with the database back.
-	n, err := newTestSpawner(t, real, &succeeding{}, stateDir).RecordLeftovers(context.Background())
+	n, err := newTestSpawner(t, real, succeeding(), stateDir).RecordLeftovers(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.NoFileExists(t, kept[0])
@@ -169,10 +159,10 @@ func TestRunKeptOnDiskWhenMoziStops(t *testing.T) {
 }
 
 // failingOnce is an agent that exits 1.
-type failingOnce struct{}
-
-func (failingOnce) Run(context.Context, Command) Result {
-	return Result{ExitCode: 1, Outcome: OutcomeFailed, Err: "exited with status 1", Duration: time.Millisecond}
+func failingOnce() *backendtest.Backend {
+	return &backendtest.Backend{Play: func(backend.Step) backendtest.Script {
+		return backendtest.Script{Exit: backend.Exit{Code: 1, Why: "exited with status 1"}}
+	}}
 }
 
 // A run whose outcome is recorded only after its task was rescued and
@@ -180,7 +170,7 @@ func (failingOnce) Run(context.Context, Command) Result {
 // newer run alone: it must neither fail the task nor take its lease.
 func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	ctx := context.Background()
-	real := pgtest.Store(t)
+	real, clock := pgtest.StoreWithClock(t)
 	tk := claimed(t, real)
 	tk.MaxRetries = 0 // r1's failure would be its last: fail
 	store := &blinkingStore{Store: real}
@@ -188,12 +178,12 @@ func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	stateDir := t.TempDir()
 	done := make(chan struct{})
 	store.whileAway = func() { time.AfterFunc(100*time.Millisecond, func() { close(done) }) }
-	sp := newTestSpawner(t, store, failingOnce{}, stateDir)
+	sp := newTestSpawner(t, store, failingOnce(), stateDir)
 	sp.cfg.Done = done // r1's mozi stops before the database is back
 	sp.Handle(ctx, tk)
 	kept, _ := filepath.Glob(filepath.Join(stateDir, "logs", "*", "*"+outcomeSuffix))
 	require.Len(t, kept, 1, "r1's outcome waits on disk")
-	rescueOnceExpired(t, real, tk.ID)
+	rescueOnceExpired(t, real, clock, tk.ID)
 
 	got, err := real.ClaimTasks(ctx, repository.ClaimRequest{Owner: "r2", Limit: 1,
 		LeaseTTL: time.Minute, Agents: []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}}})
@@ -203,7 +193,7 @@ func TestStaleRunLeavesTheNewerRunsTaskAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, started)
 
-	n, err := newTestSpawner(t, real, &succeeding{}, stateDir).RecordLeftovers(ctx)
+	n, err := newTestSpawner(t, real, succeeding(), stateDir).RecordLeftovers(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "r1's outcome is recorded")
 	cur, err := real.Task(ctx, tk.ID)
@@ -230,7 +220,7 @@ func TestARunThatCouldNotStartGivesItsClaimBack(t *testing.T) {
 	ctx := context.Background()
 	real := pgtest.Store(t)
 	tk := claimed(t, real)
-	runner := &succeeding{}
+	runner := succeeding()
 	newTestSpawner(t, startFails{real}, runner, t.TempDir()).Handle(ctx, tk)
 
 	got, err := real.Task(ctx, tk.ID)
@@ -240,77 +230,22 @@ func TestARunThatCouldNotStartGivesItsClaimBack(t *testing.T) {
 	assert.Equal(t, 0, got.DispatchCount, "the claim was given back")
 	assert.Equal(t, 1, got.Holds)
 	assert.Contains(t, got.LastError, "not started: dial unix")
-	assert.Zero(t, runner.runs.Load())
+	assert.Empty(t, runner.Steps(), "nothing started")
+	assert.Equal(t, 1, runner.Released(), "its place was released")
 }
 
-// capturing is an agent runner that keeps the command it was asked to run.
-type capturing struct {
-	mu   sync.Mutex
-	argv []string
-}
-
-func (c *capturing) Run(_ context.Context, cmd Command) Result {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.argv = cmd.Argv
-	return Result{ExitCode: 0, Outcome: OutcomeSucceeded, Duration: time.Millisecond}
-}
-
-func executable(t *testing.T, dir, name string) string {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	p := filepath.Join(dir, name)
-	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexit 0\n"), 0o755))
-	return p
-}
-
-// The command checked is the one run: the first copy on the agent's PATH,
-// by its absolute path (inside the sandbox a bare name would be looked up
-// again). A command the sandbox hides fails its task at once, with one
-// clear line and no retry.
-func TestTheResolvedCommandIsRunAndAHiddenOneFailsAtOnce(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("bwrap is not installed")
-		}
-		t.Skip("bwrap is not installed")
-	}
-	dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
-	first := executable(t, dirs[0], "fake-agent")
-	executable(t, dirs[1], "fake-agent")
-	tests := []struct {
-		name      string
-		sandboxed bool
-		wantRun   string
-		wantError string
-	}{
-		{name: "unsandboxed", wantRun: first},
-		{name: "sandboxed, in /tmp", sandboxed: true, wantError: "cannot be seen inside its sandbox (/tmp is hidden there)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			real := pgtest.Store(t)
-			tk := claimed(t, real)
-			runner := &capturing{}
-			stateDir := t.TempDir()
-			sb, err := sandbox.New("bwrap", filepath.Join(stateDir, "sandbox"))
-			require.NoError(t, err)
-			sp := New(Config{Owner: "r1", StateDir: stateDir, Sandbox: sb,
-				Getenv: func(k string) string { return map[string]string{"PATH": strings.Join(dirs, ":")}[k] },
-				Agents: map[string]Agent{"coder1": {Login: "coder1", Argv: []string{"fake-agent"}, Workdir: t.TempDir(),
-					Timeout: time.Minute, Sandboxed: tt.sandboxed}}}, real, runner, staticPrompt{})
-			sp.Handle(context.Background(), tk)
-			got, err := real.Task(context.Background(), tk.ID)
-			require.NoError(t, err)
-			if tt.wantError != "" {
-				assert.Equal(t, task.StatusFailed, got.Status)
-				assert.Contains(t, got.LastError, tt.wantError)
-				assert.Equal(t, 0, got.RetryCount, "no retry")
-				assert.Nil(t, runner.argv, "nothing ran")
-				return
-			}
-			require.NotEmpty(t, runner.argv)
-			assert.Equal(t, tt.wantRun, runner.argv[0])
-		})
-	}
+// A configuration error found by the backend's check fails the task at
+// once, with its line and no retry, and nothing is prepared or started.
+func TestAnAgentItsBackendCannotRunFailsAtOnce(t *testing.T) {
+	real := pgtest.Store(t)
+	tk := claimed(t, real)
+	b := &backendtest.Backend{CheckErr: errors.New("agent coder1: command \"fake-agent\" not found on PATH (/nowhere)")}
+	newTestSpawner(t, real, b, t.TempDir()).Handle(context.Background(), tk)
+	got, err := real.Task(context.Background(), tk.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.StatusFailed, got.Status)
+	assert.Contains(t, got.LastError, "not found on PATH")
+	assert.Equal(t, 0, got.RetryCount, "no retry")
+	assert.Empty(t, b.Runs(), "nothing prepared")
+	assert.Empty(t, b.Steps(), "nothing started")
 }

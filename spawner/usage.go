@@ -271,5 +271,3 @@ func (u *usageMeter) reason() string {
 	}
 	return "killed: " + strings.Join(parts, ", ")
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -16,8 +16,11 @@ import (
 //go:embed defaults/*.yaml
 var defaults embed.FS
 
+// DefaultLocale is the embedded set used when the configuration names none.
+const DefaultLocale = "en"
+
 // Locales are the embedded default sets.
-var Locales = []string{"en", "zh"}
+var Locales = []string{DefaultLocale, "zh"}
 
 // file is the YAML shape of a template set (a default or an override).
 type file struct {

@@ -129,16 +129,3 @@ func TestRender(t *testing.T) {
 	assert.Equal(t, `{"body": "x"} #?`, Render(`{{"body": "x"}} #{pr_number}`, vars), "literal braces; a missing value is visible")
 	assert.Equal(t, []string{"repo", "issue_number"}, Placeholders("{repo} {{literal}} #{issue_number}"))
 }
-
-func TestBrief(t *testing.T) {
-	t.Parallel()
-	for title, want := range map[string]string{
-		"Fix crash on empty config":                        "fix-crash-on-empty-config",
-		"[widget][sub][parent #1] Token bucket middleware": "token-bucket-middleware",
-		"实现功能 A":                                           "a",
-		"修复":                                               "work",
-		"A very long title with many many words in it":     "a-very-long-title-with",
-	} {
-		assert.Equal(t, want, Brief(title), title)
-	}
-}

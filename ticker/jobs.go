@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 )
 
 // rescue returns tasks whose runner died to pending, each once: their
@@ -170,27 +170,26 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, m := range queued {
-		var made tally
+		var made build.Outcomes
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
-			made = tally{}
+			made = build.Outcomes{}
 			if err := tx.LockIssue(ctx, m.Repo, m.IssueNumber); err != nil {
 				return err
 			}
-			nt := repository.NewTask{Repo: m.Repo, IssueNumber: m.IssueNumber, ActionType: task.ActionMention,
-				Agent: m.Mentioned, Priority: task.DefaultPriority, HopCount: m.HopCount,
-				MaxRetries: t.cfg.MaxRetries,
-				Meta:       task.Meta{Sender: m.Author, CommentID: m.CommentID, Event: "ticker/mentions"}}
-			if issue, err := tx.Issue(ctx, m.Repo, m.IssueNumber); err == nil {
-				nt.Meta.Title, nt.Meta.Labels, nt.IssueBody = issue.Title, issue.Labels, issue.Body
-				nt.ParentIssue, nt.DependsOn = issue.ParentIssue, issue.DependsOn
-			} else if !errors.Is(err, task.ErrNotFound) {
+			issue, err := tx.Issue(ctx, m.Repo, m.IssueNumber)
+			if err != nil && !errors.Is(err, task.ErrNotFound) {
 				return err
 			}
-			created, refused, err := tx.CreateGuarded(ctx, nt, t.guard(m.CreatedAt))
+			if err != nil {
+				issue = task.Issue{Repo: m.Repo, Number: m.IssueNumber} // not copied yet: the run reads Gitea
+			}
+			nt := build.FromIssue(issue, task.ActionMention, m.Mentioned)
+			nt.HopCount = m.HopCount
+			nt.Meta.Sender, nt.Meta.CommentID, nt.Meta.Event = m.Author, m.CommentID, "ticker/mentions"
+			created, refused, err := t.cfg.Tasks.Create(ctx, tx, &made, nt, build.Cause{At: m.CreatedAt})
 			if err != nil {
 				return err
 			}
-			made.add(nt, refused)
 			outcome := "skipped"
 			if refused == "" {
 				outcome = "task"
@@ -200,7 +199,7 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		n += len(made.created)
+		n += made.Created()
 		t.report(made)
 	}
 	if n > 0 {
@@ -209,50 +208,17 @@ func (t *Ticker) mentions(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// guard is what the ticker's tasks are checked against: the rules of the
-// webhook's tasks (closed issue, per-issue budget).
-func (t *Ticker) guard(at time.Time) repository.Guard {
-	return repository.Guard{At: at, BudgetPerHour: t.cfg.TaskBudgetPerHour}
-}
-
-// tally collects what one transaction created or was refused; it is
-// reported once the transaction committed (a retried transaction starts a
-// new tally), so nothing is counted twice or for a rollback.
-type tally struct {
-	created []task.ActionType
-	refused []refusal
-}
-
-type refusal struct {
-	task repository.NewTask
-	why  repository.Refusal
-}
-
-// add records the outcome of one guarded creation.
-func (c *tally) add(n repository.NewTask, why repository.Refusal) {
-	if why == "" {
-		c.created = append(c.created, n.ActionType)
-	} else {
-		c.refused = append(c.refused, refusal{n, why})
-	}
-}
-
-// report logs the refusals and tells the observer, after the commit.
-func (t *Ticker) report(c tally) {
-	for _, r := range c.refused {
-		if r.why != repository.RefusedDuplicate {
-			t.cfg.Logger.Warn("ticker task not created", "repo", r.task.Repo, "issue", r.task.IssueNumber,
-				"action_type", r.task.ActionType, "agent", r.task.Agent, "reason", r.why)
-		}
-		if t.cfg.Creations != nil {
-			t.cfg.Creations.TaskRefused(r.task.ActionType, r.why)
+// report logs the refusals and tells the observer, once the transaction
+// that tried the creations committed (a retried transaction starts new
+// outcomes), so nothing is counted twice or for a rollback.
+func (t *Ticker) report(made build.Outcomes) {
+	for _, r := range made.Refused() {
+		if r.Why != repository.RefusedDuplicate {
+			t.cfg.Logger.Warn("ticker task not created", "repo", r.Task.Repo, "issue", r.Task.IssueNumber,
+				"action_type", r.Task.ActionType, "agent", r.Task.Agent, "reason", r.Why)
 		}
 	}
-	if t.cfg.Creations != nil {
-		for _, a := range c.created {
-			t.cfg.Creations.TaskCreated(a)
-		}
-	}
+	t.cfg.Tasks.Report(made)
 }
 
 // rounds gives the lead one round_review task when every sub-issue of a
@@ -268,28 +234,26 @@ func (t *Ticker) rounds(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, r := range due {
-		var made tally
+		var made build.Outcomes
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
-			made = tally{}
-			nt := repository.NewTask{Repo: r.Repo, IssueNumber: r.Parent, ActionType: task.ActionRoundReview,
-				Agent: t.cfg.Lead, Priority: task.DefaultPriority, DedupeKey: r.Key, MaxRetries: t.cfg.MaxRetries,
-				Meta: task.Meta{Round: r.Round, Event: "ticker/rounds"}}
-			if parent, err := tx.Issue(ctx, r.Repo, r.Parent); err == nil {
-				nt.Meta.Title, nt.Meta.Labels, nt.IssueBody = parent.Title, parent.Labels, parent.Body
-			} else if !errors.Is(err, task.ErrNotFound) {
+			made = build.Outcomes{}
+			parent, err := tx.Issue(ctx, r.Repo, r.Parent)
+			if err != nil && !errors.Is(err, task.ErrNotFound) {
 				return err
 			}
-			_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
 			if err != nil {
-				return err
+				parent = task.Issue{Repo: r.Repo, Number: r.Parent}
 			}
-			made.add(nt, refused)
-			return nil
+			nt := build.FromIssue(parent, task.ActionRoundReview, t.cfg.Lead)
+			nt.DedupeKey = r.Key
+			nt.Meta.Round, nt.Meta.Event = r.Round, "ticker/rounds"
+			_, _, err = t.cfg.Tasks.Create(ctx, tx, &made, nt, build.Cause{})
+			return err
 		})
 		if err != nil {
 			return n, err
 		}
-		if len(made.created) > 0 {
+		if made.Created() > 0 {
 			n++
 			t.cfg.Logger.Info("round complete: round review created", "repo", r.Repo, "issue", r.Parent,
 				"round", r.Round, "agent", t.cfg.Lead)
@@ -311,9 +275,9 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, issue := range due {
-		var made tally
+		var made build.Outcomes
 		err := t.store.InTx(ctx, func(tx *repository.Tx) error {
-			made = tally{}
+			made = build.Outcomes{}
 			if err := tx.LockIssue(ctx, issue.Repo, issue.Number); err != nil {
 				return err
 			}
@@ -322,26 +286,22 @@ func (t *Ticker) discussions(ctx context.Context) (int, error) {
 				return err
 			}
 			for _, agent := range t.cfg.Agents {
-				nt := repository.NewTask{Repo: issue.Repo, IssueNumber: issue.Number,
-					ActionType: task.ActionDiscussion, Agent: agent, Priority: task.PriorityFromLabels(issue.Labels),
-					DedupeKey: task.DiscussionKey(issue.Number, agent), IssueBody: issue.Body, IssueUpdatedAt: issue.UpdatedAt,
-					MaxRetries: t.cfg.MaxRetries, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
-						IssueAuthor: issue.Author, Event: "ticker/discussions"}}
-				_, refused, err := tx.CreateGuarded(ctx, nt, t.guard(time.Time{}))
-				if err != nil {
+				nt := build.FromIssue(issue, task.ActionDiscussion, agent)
+				nt.DedupeKey = task.DiscussionKey(issue.Number, agent)
+				nt.Meta.Event = "ticker/discussions"
+				if _, _, err := t.cfg.Tasks.Create(ctx, tx, &made, nt, build.Cause{}); err != nil {
 					return err
 				}
-				made.add(nt, refused)
 			}
 			return nil
 		})
 		if err != nil {
 			return n, err
 		}
-		if len(made.created)+len(made.refused) > 0 {
-			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", len(made.created))
+		if made.Len() > 0 {
+			t.cfg.Logger.Info("discussion broadcast", "repo", issue.Repo, "issue", issue.Number, "agents", made.Created())
 		}
-		n += len(made.created)
+		n += made.Created()
 		t.report(made)
 	}
 	if n > 0 {

@@ -22,7 +22,9 @@ import (
 
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
+	"github.com/moziplus/mozi/repository/lease"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner/notice"
 )
 
@@ -96,10 +98,12 @@ type Config struct {
 	// Retention keeps processed deliveries, effects, mentions and attempt
 	// logs of finished tasks this long (default DefaultRetention, 30 days).
 	Retention time.Duration
-	// MaxRetries of the tasks the ticker creates (0: the default).
+	// MaxRetries of the tasks the ticker creates (0: the default); unused
+	// when Tasks is set.
 	MaxRetries int
 	// TaskBudgetPerHour caps the tasks created per issue per hour, for the
-	// ticker's tasks as for the webhook's (0: no cap).
+	// ticker's tasks as for the webhook's (0: no cap; unused when Tasks is
+	// set).
 	TaskBudgetPerHour int
 	// Notices words the comment queued when the watchdog fails a task
 	// (nil: none).
@@ -124,14 +128,18 @@ type Config struct {
 	// rules are (nil: nobody), so that mozi_tasks_created_total counts
 	// round reviews, discussions and late mentions too.
 	Creations CreationObserver
-	Now       func() time.Time
+	// Tasks builds and guards the tasks the ticker creates (default: one
+	// built from MaxRetries, TaskBudgetPerHour and Creations). mozi serve
+	// passes the rules', so both share one guard configuration.
+	Tasks *build.Builder
+	Now   func() time.Time
+	// NewTicker makes the beat of leadership renewals while jobs run
+	// (default: a time.Ticker); tests drive it.
+	NewTicker func(d time.Duration) lease.Ticker
 }
 
 // CreationObserver learns of the tasks the ticker creates or is refused.
-type CreationObserver interface {
-	TaskCreated(action task.ActionType)
-	TaskRefused(action task.ActionType, why repository.Refusal)
-}
+type CreationObserver = build.Observer
 
 func (c *Config) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
@@ -163,6 +171,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Tasks == nil {
+		c.Tasks = build.New(build.Config{MaxRetries: c.MaxRetries, BudgetPerHour: c.TaskBudgetPerHour,
+			Observer: c.Creations})
 	}
 }
 
@@ -262,28 +274,19 @@ func (t *Ticker) tickWhileLeading(ctx context.Context) bool {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		beat := time.NewTicker(t.cfg.LeaderTTL / 3)
-		defer beat.Stop()
-		renewed := time.Now()
-		for {
-			select {
-			case <-jobCtx.Done():
-				return
-			case <-beat.C:
-			}
-			ok, err := t.store.AcquireLeadership(jobCtx, "ticker", t.cfg.Owner, t.cfg.LeaderTTL)
-			switch {
-			case jobCtx.Err() != nil:
-				return
-			case err == nil && ok:
-				renewed = time.Now()
-				continue
-			case err == nil || time.Since(renewed) >= t.cfg.LeaderTTL:
-				t.cfg.Logger.Warn("ticker leadership lost while its jobs ran: stopping them", "error", err)
-				lost.Store(true)
-				cancel()
-				return
-			}
+		k := lease.Keeper{TTL: t.cfg.LeaderTTL, Now: t.cfg.Now, NewTicker: t.cfg.NewTicker,
+			Renew: func(beat context.Context) (bool, error) {
+				ok, err := t.store.AcquireLeadership(beat, "ticker", t.cfg.Owner, t.cfg.LeaderTTL)
+				if err == nil && !ok {
+					lost.Store(true) // another replica holds it now
+				}
+				return ok, err
+			}}
+		err := k.Run(jobCtx)
+		if err != nil || lost.Load() {
+			t.cfg.Logger.Warn("ticker leadership lost while its jobs ran: stopping them", "error", err)
+			lost.Store(true)
+			cancel()
 		}
 	}()
 	t.Tick(jobCtx)

@@ -20,6 +20,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
@@ -144,6 +145,7 @@ func (f *fakeGitea) FetchStatuses(_ context.Context, repo, sha string) ([]task.C
 type world struct {
 	t         *testing.T
 	store     *repository.Store
+	clock     *pgtest.Clock
 	server    *httptest.Server
 	processor *webhook.Processor
 	fixtures  []recording.Fixture
@@ -152,7 +154,7 @@ type world struct {
 
 func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	t.Helper()
-	store := pgtest.Store(t)
+	store, clock := pgtest.StoreWithClock(t)
 	agents := rules.NewAgents([]rules.Agent{{Login: "coder1"}, {Login: "coder2"}, {Login: "reviewer1"},
 		{Login: "lead", Lead: true}})
 	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
@@ -165,7 +167,7 @@ func newWorld(t *testing.T, opts ...func(*rules.Config)) *world {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	intake.Start(ctx)
-	w := &world{t: t, store: store, fixtures: recording.MustLoad(), gitea: &fakeGitea{},
+	w := &world{t: t, store: store, clock: clock, fixtures: recording.MustLoad(), gitea: &fakeGitea{},
 		server:    httptest.NewServer(intake.Routes()),
 		processor: webhook.NewProcessor(store, mapper.Apply, webhook.ProcessorConfig{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})}
 	t.Cleanup(func() { w.server.Close(); cancel(); intake.Wait() })
@@ -206,6 +208,9 @@ func (w *world) drain() {
 
 func (w *world) ticker(cfg ticker.Config) *ticker.Ticker {
 	cfg.Owner = "test"
+	if cfg.Now == nil {
+		cfg.Now = w.clock.Now // the ticker's cutoffs and the store's now() agree
+	}
 	return ticker.New(cfg, w.store, w.gitea)
 }
 
@@ -240,8 +245,9 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	closed := cached
 	closed.State, closed.UpdatedAt, closed.ClosedAt = "closed", cached.UpdatedAt.Add(time.Hour), cached.UpdatedAt.Add(time.Hour)
 	w.gitea.issues = map[int]task.Issue{3: closed}
-	tk := w.ticker(ticker.Config{ReconcileAge: time.Millisecond})
-	time.Sleep(5 * time.Millisecond) // the copy is now older than ReconcileAge
+	tk := w.ticker(ticker.Config{ReconcileAge: time.Minute})
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "the copy is fresh")
+	w.clock.Advance(2 * time.Minute) // the copy is now older than ReconcileAge
 
 	w.gitea.err = errGiteaDown
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "Gitea down: nothing changes, the next pass retries")
@@ -255,7 +261,7 @@ func TestReconcileCatchesALostClose(t *testing.T) {
 	assert.Equal(t, "closed", deliveries[0].Action)
 	assert.Equal(t, "ticker", deliveries[0].Headers["X-Mozi-Synthesized"])
 
-	time.Sleep(5 * time.Millisecond)
+	w.clock.Advance(2 * time.Minute)
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobReconcile), "nothing live waits on #3 any more")
 }
 
@@ -300,6 +306,29 @@ func TestDiscussionBroadcastOnce(t *testing.T) {
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobDiscussions), "broadcast once")
 	assert.Len(t, seen.created, 2)
 	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder1", 51), "#51's grace period is not over")
+}
+
+// A builder given to the ticker (mozi serve gives the rules' one) is its
+// only guard configuration and observer: its budget and retries apply, and
+// the ticker's own fields are not used.
+func TestTickerUsesTheSharedBuilder(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	require.NoError(t, w.store.SaveIssue(ctx, task.Issue{Repo: "acme/widget", Number: 52, Title: "Which cache?",
+		State: "open", Author: "owner", Labels: []string{"priority/P1"}, UpdatedAt: time.Now(),
+		DiscussionDueAt: time.Now().Add(-time.Second)}))
+	var shared, unused creations
+	tk := w.ticker(ticker.Config{Agents: []string{"coder1", "coder2"}, TaskBudgetPerHour: 10, MaxRetries: 9,
+		Creations: &unused, Tasks: build.New(build.Config{BudgetPerHour: 1, MaxRetries: 3, Observer: &shared})})
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobDiscussions))
+	got := w.task(task.ActionDiscussion, "coder1", 52)
+	assert.Equal(t, 3, got.MaxRetries)
+	assert.Equal(t, 1, got.Priority, "from the issue's labels, as every task built from an issue")
+	assert.Empty(t, w.tasks(task.ActionDiscussion, "coder2", 52), "the shared budget of 1 per hour is spent")
+	assert.Equal(t, []task.ActionType{task.ActionDiscussion}, shared.created)
+	assert.Equal(t, []repository.Refusal{repository.RefusedBudget}, shared.refused)
+	assert.Empty(t, unused.created)
+	assert.Empty(t, unused.refused)
 }
 
 // A discussion broadcast waits while deliveries of its issue are still in
@@ -516,16 +545,18 @@ func TestWatchdogFollowsUpThenFails(t *testing.T) {
 	w.runEnds(assigned)
 	w.runEnds(approved)
 
-	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond, Notices: notice.New()})
-	acted := func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }
-	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the stalled task is followed up")
+	tk := w.ticker(ticker.Config{WatchdogQuiet: time.Minute, Notices: notice.New()})
+	require.Zero(t, tk.RunJob(ctx, ticker.JobWatchdog), "quiet for less than WatchdogQuiet")
+	w.clock.Advance(2 * time.Minute)
+	require.Positive(t, tk.RunJob(ctx, ticker.JobWatchdog), "the stalled task is followed up")
 	got := w.task(task.ActionIssueAssigned, "coder2", 3)
 	assert.Equal(t, task.StatusPending, got.Status, "the agent runs once more")
 	assert.Equal(t, task.FollowUpPullRequest, got.Meta.FollowUp, "its prompt says what is missing")
 	assert.Equal(t, 0, got.RetryCount, "a follow-up is not a failed attempt")
 
 	w.runEnds(got) // the follow-up run ends cleanly, still without a pull request
-	require.Eventually(t, acted, 10*time.Second, 20*time.Millisecond, "the task is failed")
+	w.clock.Advance(2 * time.Minute)
+	require.Positive(t, tk.RunJob(ctx, ticker.JobWatchdog), "the task is failed")
 	got = w.task(task.ActionIssueAssigned, "coder2", 3)
 	assert.Equal(t, task.StatusFailed, got.Status)
 	assert.Contains(t, got.LastError, "without opening a pull request, also after a follow-up")
@@ -558,8 +589,9 @@ func TestWatchdogNamesAClosedPullRequest(t *testing.T) {
 	w.send(closed)
 	require.Equal(t, task.StatusWorking, w.task(task.ActionIssueAssigned, "coder2", 3).Status)
 
-	tk := w.ticker(ticker.Config{WatchdogQuiet: 50 * time.Millisecond})
-	require.Eventually(t, func() bool { return tk.RunJob(ctx, ticker.JobWatchdog) > 0 }, 10*time.Second, 20*time.Millisecond)
+	tk := w.ticker(ticker.Config{WatchdogQuiet: time.Minute})
+	w.clock.Advance(2 * time.Minute)
+	require.Positive(t, tk.RunJob(ctx, ticker.JobWatchdog))
 	assert.Equal(t, task.FollowUpPullClosed, w.task(task.ActionIssueAssigned, "coder2", 3).Meta.FollowUp)
 }
 
@@ -588,9 +620,9 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 	queue(92, 5002) // the budget of one task per hour is spent
 
 	var seen creations
-	tk := w.ticker(ticker.Config{MentionsAge: time.Nanosecond, TaskBudgetPerHour: 1, Agents: []string{"coder1"},
+	tk := w.ticker(ticker.Config{MentionsAge: time.Minute, TaskBudgetPerHour: 1, Agents: []string{"coder1"},
 		Creations: &seen})
-	time.Sleep(time.Millisecond) // older than MentionsAge
+	w.clock.Advance(2 * time.Minute) // the mentions are now older than MentionsAge
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobMentions))
 	assert.Zero(t, tk.RunJob(ctx, ticker.JobDiscussions))
 	assert.Empty(t, seen.created)
@@ -609,7 +641,7 @@ func TestTickerTasksPassTheSameGuards(t *testing.T) {
 // one comment saying so, and the breaker closes by itself.
 func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 	w := newWorld(t, func(c *rules.Config) {
-		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: 2 * time.Second}
+		c.Breaker = repository.BreakerPolicy{Comments: 3, Window: 10 * time.Minute, Cooldown: time.Minute}
 	})
 	ctx := context.Background()
 	comment := recording.Find(w.fixtures, "016") // a comment on acme/widget#3
@@ -646,8 +678,9 @@ func TestCircuitBreakerPausesAStormingRepository(t *testing.T) {
 	require.Len(t, queued, 1, "one comment per trip, queued with the trip")
 	assert.Contains(t, queued[0].Body, "paused new agent runs")
 
-	require.Eventually(t, func() bool { return len(claim()) == 1 }, 10*time.Second, 100*time.Millisecond,
-		"the breaker closes by itself after its cooldown")
+	assert.Empty(t, claim(), "acme/widget stays paused during the cooldown")
+	w.clock.Advance(2 * time.Minute)
+	assert.Equal(t, []string{"acme/widget"}, claim(), "the breaker closes by itself after its cooldown")
 }
 
 // blockingGitea answers nothing until the asking job's context ends, and

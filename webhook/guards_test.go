@@ -222,7 +222,7 @@ func TestFailingDeliveryIsRetriedThenParked(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for len(b.tasks(t)) == 0 && time.Now().Before(deadline) {
 		if !p.ProcessOne(context.Background()) {
-			time.Sleep(2 * time.Millisecond) // wait for the backoff to pass
+			b.clock.Advance(2 * time.Millisecond) // past the backoff
 		}
 	}
 	require.Len(t, b.tasks(t), 1, "processed on the third attempt")
@@ -245,7 +245,7 @@ func TestFailingDeliveryIsRetriedThenParked(t *testing.T) {
 			break
 		}
 		if !p.ProcessOne(context.Background()) {
-			time.Sleep(2 * time.Millisecond)
+			b.clock.Advance(time.Millisecond)
 		}
 	}
 	assert.Equal(t, repository.OutcomeParked, d.Outcome)

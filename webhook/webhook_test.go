@@ -39,7 +39,8 @@ var agents = rules.NewAgents([]rules.Agent{
 type bundle struct {
 	mapper    *rules.Mapper
 	store     *repository.Store
-	dbURL     string // the store's database, for reading rows the store has no method for
+	clock     *pgtest.Clock // the store's now(): tests move it past backoffs
+	dbURL     string        // the store's database, for reading rows the store has no method for
 	intake    *webhook.Intake
 	processor *webhook.Processor
 	server    *httptest.Server
@@ -50,7 +51,8 @@ type option func(*rules.Config, *webhook.IntakeConfig)
 func setup(t testing.TB, opts ...option) *bundle {
 	t.Helper()
 	dbURL := pgtest.URL(t)
-	store, err := repository.Open(context.Background(), dbURL, repository.Options{MaxConns: 8})
+	clock := &pgtest.Clock{}
+	store, err := repository.Open(context.Background(), dbURL, repository.Options{MaxConns: 8, Clock: clock})
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
 	mcfg := rules.Config{BotUser: "mozi", Agents: agents, Route: templates.RouteBusinessType,
@@ -59,7 +61,7 @@ func setup(t testing.TB, opts ...option) *bundle {
 	for _, o := range opts {
 		o(&mcfg, &icfg)
 	}
-	b := &bundle{store: store, dbURL: dbURL, mapper: rules.New(mcfg)}
+	b := &bundle{store: store, clock: clock, dbURL: dbURL, mapper: rules.New(mcfg)}
 	b.processor = webhook.NewProcessor(store, rules.New(mcfg).Apply, webhook.ProcessorConfig{
 		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	intake, err := webhook.NewIntake(store, icfg)

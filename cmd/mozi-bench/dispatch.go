@@ -17,6 +17,8 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/local"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -122,9 +124,9 @@ func benchDispatch(ctx context.Context, e *env, args []string) error {
 		assembler := prompts.NewAssembler(prompts.AssemblerConfig{Set: set, Reader: reader, Attempts: bd.store,
 			Agents: map[string]prompts.Agent{"bench": {Login: "bench", Workdir: stateDir}}, GiteaURL: "http://gitea.invalid"})
 		sp := spawner.New(spawner.Config{Owner: "bench", StateDir: stateDir, Logger: logger,
-			Agents: map[string]spawner.Agent{"bench": {Login: "bench", Argv: []string{"/bin/true"},
-				Workdir: filepath.Join(stateDir, "work"), Timeout: time.Minute}}},
-			bd.store, &spawner.ProcessRunner{}, assembler)
+			Agents: map[string]spawner.Agent{"bench": {Agent: backend.Agent{Login: "bench", Argv: []string{"/bin/true"},
+				Workdir: filepath.Join(stateDir, "work")}, Timeout: time.Minute}}},
+			bd.store, local.New(local.Config{StateDir: stateDir, Logger: logger}), assembler)
 		if err := createBenchTasks(ctx, bd.store, *nProc, 2**n, "bench"); err != nil {
 			return err
 		}

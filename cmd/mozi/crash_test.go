@@ -21,7 +21,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/backend/local"
 )
 
 // writeConfig writes a serve configuration with one agent run by this test
@@ -241,7 +241,7 @@ func agentPID(t *testing.T, journal, id string) int {
 func marked(scope string, id int64) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
-	mark := []byte(fmt.Sprintf("%s=%s:%d-", spawner.RunEnv, scope, id))
+	mark := []byte(fmt.Sprintf("%s=%s:%d-", local.RunEnv, scope, id))
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -295,7 +295,7 @@ agents:
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
 	envs := []string{"MOZI_CONFIG=" + cfg, "MOZI_DATABASE_URL="}
-	scope := spawner.RunScope(state)
+	scope := local.RunScope(state)
 
 	var earlier []int64
 	for i := range 20 {

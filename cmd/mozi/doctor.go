@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,16 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository/gitea"
-	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -319,79 +317,103 @@ func (d *doctor) checkAgents(ctx context.Context, e *env, cfg *config.Config, da
 		d.report(verdictWarn, "agents", "none declared", "declare agents in the configuration: nothing will be spawned")
 		return
 	}
-	runAs, err := agentsUser(cfg)
-	if err != nil {
-		d.report(verdictFail, "agents' user", err.Error(), "")
-		return
-	}
-	if runAs != nil {
-		verdict, hint := verdictOK, ""
-		if cfg.Sandbox.User == "nobody" {
-			verdict, hint = verdictWarn, "nobody is shared with other daemons: create a dedicated user (useradd --system mozi-agent) and set sandbox.user"
-		}
-		d.report(verdict, "agents' user", fmt.Sprintf("mozi runs as root: agents run as %s (uid %d)", cfg.Sandbox.User, runAs.Uid), hint)
-	}
 	stateDir, err := resolveStateDir(e, cfg, dataDir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		d.report(verdictFail, "data directory", err.Error(), "")
 		return
 	}
-	sb := d.checkSandbox(cfg, stateDir, runAs)
+	if cfg.Backend.Kind != config.BackendLocal {
+		d.checkImageAgents(cfg)
+		return
+	}
+	probe, err := local.NewProbe(local.Settings{StateDir: stateDir, User: cfg.Sandbox.User,
+		Hide: hiddenPaths(cfg, os.Getenv("PATH"), slog.New(slog.DiscardHandler))})
+	if err != nil {
+		d.report(verdictFail, "agents' user", err.Error(), "")
+		return
+	}
+	if uid, other := probe.RunsAs(); other {
+		verdict, hint := verdictOK, ""
+		if cfg.Sandbox.User == "nobody" {
+			verdict, hint = verdictWarn, "nobody is shared with other daemons: create a dedicated user (useradd --system mozi-agent) and set sandbox.user"
+		}
+		d.report(verdict, "agents' user", fmt.Sprintf("mozi runs as root: agents run as %s (uid %d)", cfg.Sandbox.User, uid), hint)
+	}
+	d.checkSandbox(cfg, probe)
 	for _, a := range cfg.Agents {
-		d.checkAgent(ctx, cfg, a, stateDir, sb, runAs)
+		d.checkAgent(ctx, cfg, a, stateDir, probe)
 	}
 }
 
-// checkSandbox checks, when an agent needs it, that bubblewrap is there
+// checkImageAgents checks agents that run on the container or kubernetes
+// backend: their CLI is in their image, not on this machine, so what is
+// checked here is that each has an image and its token.
+func (d *doctor) checkImageAgents(cfg *config.Config) {
+	for _, a := range cfg.Agents {
+		subject := "agent " + a.Login
+		bad := verdictFail
+		if a.Disabled {
+			bad = verdictWarn
+		}
+		image := a.Image
+		if image == "" {
+			image = map[string]string{config.BackendContainer: cfg.Backend.Container.Image,
+				config.BackendKubernetes: cfg.Backend.Kube.Image}[cfg.Backend.Kind]
+		}
+		switch {
+		case image == "" && len(cfg.Backend.Images) == 0:
+			d.report(bad, subject, "no image to run in on the "+cfg.Backend.Kind+" backend", "set its image, or the backend's default image")
+		case a.TokenEnv != "" && d.getenv(a.TokenEnv) == "":
+			d.report(bad, subject, a.TokenEnv+" is not set", "export the agent's own Gitea token in "+a.TokenEnv)
+		default:
+			d.report(verdictOK, subject, fmt.Sprintf("runs in %s on the %s backend (its CLI is checked at its first run)",
+				cmp.Or(image, "its repository's image"), cfg.Backend.Kind), "")
+		}
+	}
+}
+
+// checkSandbox checks, when an agent needs it, that the sandbox is there
 // and works here as the agents' user (it needs user namespaces).
-func (d *doctor) checkSandbox(cfg *config.Config, stateDir string, runAs *syscall.Credential) *sandbox.Sandbox {
+func (d *doctor) checkSandbox(cfg *config.Config, probe *local.Probe) {
 	if !slices.ContainsFunc(cfg.Agents, func(a config.Agent) bool { return a.Sandbox == config.SandboxBwrap }) {
-		return nil
+		return
 	}
-	sb, err := sandbox.New(cfg.Sandbox.Bwrap, filepath.Join(stateDir, "sandbox"))
-	if err != nil {
+	path, err := probe.CheckSandbox(cfg.Sandbox.Bwrap)
+	switch {
+	case errors.Is(err, local.ErrSandboxUnavailable):
 		d.report(verdictFail, "sandbox", err.Error(), "")
-		return nil
-	}
-	if err := sb.Check(func(argv []string) ([]byte, error) {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs}
-		return cmd.CombinedOutput()
-	}); err != nil {
+	case err != nil:
 		d.report(verdictFail, "sandbox", err.Error(),
-			"bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile allowing bwrap); in a container, the run options of deploy/docker-compose.yml (docs/runbook.md, \"Agents' sandbox unavailable\")")
-		return nil
+			"the sandbox needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile allowing it); in a container, the run options of deploy/docker-compose.yml (docs/runbook.md, \"Agents' sandbox unavailable\")")
+	default:
+		d.report(verdictOK, "sandbox", path+" runs an agent's sandbox here", "")
 	}
-	d.report(verdictOK, "sandbox", sb.Bwrap()+" runs an agent's sandbox here", "")
-	return sb
 }
 
 // versionTimeout bounds an agent CLI's --version.
 const versionTimeout = 20 * time.Second
 
-func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent, stateDir string, sb *sandbox.Sandbox, runAs *syscall.Credential) {
+func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent, stateDir string, probe *local.Probe) {
 	subject := "agent " + a.Login
 	bad := verdictFail
 	if a.Disabled {
 		bad = verdictWarn // nothing is spawned for it until it is enabled
 	}
-	cmd, err := spawner.ResolveAgent(a.Preset, a.Command, a.Script, a.Args)
+	sa, err := spawnerAgent(a, stateDir)
 	if err != nil {
 		d.report(bad, subject, err.Error(), "")
 		return
 	}
-	path, err := exec.LookPath(cmd.Argv[0])
+	path, err := exec.LookPath(sa.Argv[0])
 	if err != nil {
-		d.report(bad, subject, fmt.Sprintf("command %q not found", cmd.Argv[0]),
+		d.report(bad, subject, fmt.Sprintf("command %q not found", sa.Argv[0]),
 			"install it where the agents' user can run it, on mozi's PATH; tasks of this agent fail until then")
 		return
 	}
-	_, workdir := agentDirs(a, stateDir)
 	switch {
-	case a.Workspace == config.WorkspaceNone:
-		if err := writableDir(workdir); err != nil {
-			d.report(bad, subject, "working directory "+workdir+": "+err.Error(), "create it, writable by the user mozi runs as")
+	case !sa.Worktree:
+		if err := writableDir(sa.Workdir); err != nil {
+			d.report(bad, subject, "working directory "+sa.Workdir+": "+err.Error(), "create it, writable by the user mozi runs as")
 			return
 		}
 	case remoteURL(cfg) == nil:
@@ -409,13 +431,12 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 			return
 		}
 	}
-	if a.Sandbox == config.SandboxBwrap && sb == nil {
+	if sa.Sandboxed && !probe.Sandboxed() {
 		d.report(verdictWarn, subject, "runs sandboxed: its tasks fail until the sandbox above works", "")
 		return
 	}
-	spec := agentSandboxSpec(cfg, a, stateDir, runAs)
-	if a.Sandbox == config.SandboxBwrap {
-		if by, hidden := spec.Conceals(path); hidden {
+	if sa.Sandboxed {
+		if by, hidden := probe.Conceals(sa.Agent, path); hidden {
 			d.report(bad, subject, fmt.Sprintf("its command %s cannot be seen inside its sandbox (%s is hidden there)", path, by),
 				"install the CLI elsewhere (not in /tmp, /run, mozi's data directory or home), or set sandbox: none; its tasks fail at once until then")
 			return
@@ -423,90 +444,26 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 	}
 	version := "version not asked"
 	if a.Preset != "" && a.Preset != "shell" {
-		if version, err = cliVersion(ctx, path, a, sb, spec, runAs); err != nil {
+		if version, err = probe.Version(ctx, sa.Agent, path, versionTimeout); err != nil {
 			d.report(bad, subject, fmt.Sprintf("%s --version: %v", path, err),
-				"the CLI must run as the agents' user"+map[bool]string{true: ", inside the sandbox", false: ""}[sb != nil && a.Sandbox == config.SandboxBwrap])
+				"the CLI must run as the agents' user"+map[bool]string{true: ", inside the sandbox", false: ""}[sa.Sandboxed])
 			return
 		}
 	}
 	where := "in a worktree per task"
-	if a.Workspace == config.WorkspaceNone {
-		where = "in " + workdir
+	if !sa.Worktree {
+		where = "in " + sa.Workdir
 	}
 	state := ""
 	if a.Disabled {
 		state = ", disabled"
 	}
-	if a.Sandbox == config.SandboxNone {
+	if !sa.Sandboxed {
 		d.report(verdictWarn, subject, fmt.Sprintf("%s (%s), %s, NOT sandboxed%s", path, version, where, state),
 			"sandbox: none lets the agent read what mozi's user can read and outlive its run: prefer sandbox: bwrap")
 		return
 	}
 	d.report(verdictOK, subject, fmt.Sprintf("%s (%s), %s, sandboxed%s", path, version, where, state), "")
-}
-
-// agentSandboxSpec is the view a sandboxed run of agent a gets, but for
-// its worktree: mozi's data directory, configuration, secrets, home and
-// the other agents' files hidden, its own home bound.
-func agentSandboxSpec(cfg *config.Config, a config.Agent, stateDir string, runAs *syscall.Credential) sandbox.Spec {
-	home, _ := agentDirs(a, stateDir)
-	return sandbox.Spec{Hide: append([]string{stateDir}, hiddenPaths(cfg, os.Getenv("PATH"), slog.New(slog.DiscardHandler))...),
-		Writable: []string{home}, RunAs: runAs}
-}
-
-var versionRE = regexp.MustCompile(`\d+\.\d+`)
-
-// versionLine is the line of a --version output that holds the version
-// (CLIs print warnings before it), else its first line.
-func versionLine(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for _, l := range lines {
-		if versionRE.MatchString(l) && len(l) < 120 {
-			return strings.TrimSpace(l)
-		}
-	}
-	return strings.TrimSpace(lines[0])
-}
-
-// cliVersion runs the agent's CLI with --version the way mozi would run
-// the agent (its user, its sandbox) and returns the first line it prints.
-func cliVersion(ctx context.Context, path string, a config.Agent, sb *sandbox.Sandbox, spec sandbox.Spec, runAs *syscall.Credential) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	argv := []string{path, "--version"}
-	home, err := os.MkdirTemp("", "mozi-doctor-home-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(home)
-	if runAs != nil {
-		if err := os.Chown(home, int(runAs.Uid), int(runAs.Gid)); err != nil {
-			return "", err
-		}
-	}
-	if sb != nil && a.Sandbox == config.SandboxBwrap {
-		// A home of its own for the check (the agent's may not exist yet).
-		spec.Chdir, spec.Writable = home, []string{home}
-		if argv, err = sb.Command(spec, sandbox.Limits{}, argv); err != nil {
-			return "", err
-		}
-	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=/tmp", "LANG=C.UTF-8"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: runAs, Setpgid: true}
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
-	first := versionLine(string(out))
-	if err != nil {
-		if first != "" {
-			return "", fmt.Errorf("%w: %s", err, first)
-		}
-		return "", err
-	}
-	if first == "" {
-		first = "no version printed"
-	}
-	return first, nil
 }
 
 // writableDir checks that dir, or the nearest parent mozi would create it

@@ -21,7 +21,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/backend/local"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
 )
@@ -299,7 +299,7 @@ func TestEndToEnd(t *testing.T) {
 			assert.Equal(t, task.AttemptTimeout, a.Outcome)
 		}
 		for _, pid := range w.journalPIDs("agent=hang1") {
-			w.eventually(fmt.Sprintf("hung agent %d gone", pid), 5*time.Second, func() bool { return spawner.GroupGone(pid) })
+			w.eventually(fmt.Sprintf("hung agent %d gone", pid), 5*time.Second, func() bool { return local.GroupGone(pid) })
 		}
 	})
 

@@ -22,9 +22,10 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner"
+	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/spawner/notice"
-	"github.com/moziplus/mozi/spawner/workspace"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 )
@@ -38,7 +39,7 @@ type engine struct {
 	gitea      *gitea.Client // nil without gitea.url
 	reader     *gitea.IssueReader
 	spawner    *spawner.Spawner
-	workspaces *workspace.Manager // nil without a repository to clone from
+	backend    backend.Backend
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
 	poster     *notice.Poster // nil without gitea.url
@@ -64,7 +65,7 @@ func runnerID() string {
 
 func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, stateDir string,
 	getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer, wakeInbox func(),
-	creations ticker.CreationObserver) (*engine, error) {
+	tasks *build.Builder) (*engine, error) {
 	en := &engine{cfg: cfg, logger: logger, store: store, owner: runnerID(), stateDir: stateDir}
 	en.runCtx, en.killRuns = context.WithCancel(context.Background())
 	if cfg.Gitea.URL != "" {
@@ -78,11 +79,10 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	}
 	en.reader = gitea.NewIssueReader(store, en.gitea)
 
-	rt, err := newAgentRuntime(cfg, stateDir, logger)
-	if err != nil {
+	var err error
+	if en.backend, err = newBackend(cfg, stateDir, en.owner, logger); err != nil {
 		return nil, err
 	}
-	en.workspaces = rt.workspaces
 	spawnAgents := map[string]spawner.Agent{}
 	var dispAgents []dispatcher.Agent
 	var enabled []string
@@ -108,19 +108,14 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	if en.gitea != nil {
 		en.poster = notice.NewPoster(store, en.gitea, notice.PosterConfig{Logger: logger, Metrics: notice.NewMetrics(reg)})
 	}
-	var workspaces spawner.Workspaces
-	if rt.workspaces != nil {
-		workspaces = rt.workspaces
-	}
 	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
 		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
 		HoldBase: cfg.Dispatcher.HoldBase, HoldMax: cfg.Dispatcher.HoldMax,
-		TailBytes: cfg.Spawner.OutputTailBytes, Getenv: getenv,
-		Logger: logger, Metrics: spawner.NewMetrics(reg), Notices: notices,
-		Workspaces: workspaces, Sandbox: rt.sandbox, SandboxErr: rt.sandboxErr, RunAs: rt.runAs, Hide: rt.hide,
+		TailBytes: cfg.Spawner.OutputTailBytes, KillGrace: cfg.Spawner.KillGrace, Getenv: getenv,
+		Logger: logger, Metrics: spawner.NewMetrics(reg), Notices: notices, Images: cfg.Backend.Images,
 		Done: en.runCtx.Done(),
-	}, store, &spawner.ProcessRunner{KillGrace: cfg.Spawner.KillGrace, Logger: logger}, assembler)
+	}, store, en.backend, assembler)
 	en.dispatcher = dispatcher.New(dispatcher.Config{
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,
 		LeaseTTL: cfg.Dispatcher.LeaseTTL, PollInterval: cfg.Dispatcher.PollInterval,
@@ -141,7 +136,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		WatchdogQuiet: cfg.Ticker.WatchdogQuiet, Notices: notices,
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
 		WakeInbox:         wakeInbox, WakeDispatcher: en.dispatcher.Wake, Logger: logger, Metrics: ticker.NewMetrics(reg),
-		Creations: creations,
+		Tasks: tasks,
 	}, store, tg)
 	return en, nil
 }
@@ -171,13 +166,10 @@ func (en *engine) checkGiteaToken(ctx context.Context) {
 }
 
 func (en *engine) start() (stop func()) {
-	// A mozi killed outright may have left a sandbox behind: end it before
-	// this life runs anything.
-	if ended, err := spawner.EndLeftoverRuns(spawner.RunScope(en.stateDir)); err != nil {
-		en.logger.Warn("could not look for runs a killed mozi left behind", "error", err)
-	} else if len(ended) > 0 {
-		en.logger.Warn("ended processes of runs a killed mozi left behind", "pids", ended)
-	}
+	// A mozi killed outright may have left runs behind (a sandbox, a
+	// container, a Job): the first sweep ends them before this life runs
+	// anything.
+	en.sweepRuns(context.Background())
 	claimCtx, stopClaims := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	beatCtx, stopBeat := context.WithCancel(context.Background())
@@ -190,9 +182,7 @@ func (en *engine) start() (stop func()) {
 		wg.Go(func() { en.poster.Run(claimCtx) })
 		wg.Go(func() { en.store.Listen(claimCtx, repository.OutboxChannel, en.poster.Wake, en.logger) })
 	}
-	if en.workspaces != nil {
-		wg.Go(func() { en.sweepWorkspaces(claimCtx) })
-	}
+	wg.Go(func() { en.sweepLoop(claimCtx) })
 	wg.Go(func() { en.dispatcher.Run(claimCtx, en.runCtx) })
 	wg.Go(func() { en.ticker.Run(claimCtx) })
 	wg.Go(func() { en.store.Listen(claimCtx, repository.PendingChannel, en.dispatcher.Wake, en.logger) })
@@ -307,40 +297,46 @@ func (en *engine) recordLeftovers(ctx context.Context) {
 	}
 }
 
-// sweepWorkspaces removes finished tasks' worktrees after their delay and
-// within the disk budget. Every replica sweeps its own worktrees.
-func (en *engine) sweepWorkspaces(ctx context.Context) {
+// sweepLoop sweeps the backend now and then: finished tasks' places
+// after their delay and within the disk budget, and what runs of dead
+// replicas left. Every replica sweeps its own.
+func (en *engine) sweepLoop(ctx context.Context) {
 	for {
-		res, err := en.workspaces.Sweep(ctx, taskEnds{en.store})
-		if err != nil && ctx.Err() == nil {
-			// One line per worktree that could not go (the sweep went on).
-			for _, line := range strings.Split(err.Error(), "\n") {
-				en.logger.Warn("worktree sweep: not removed", "error", line)
-			}
-		}
-		if res.OverBudget {
-			en.logger.Warn("worktrees use more than workspace.disk_budget, all of it by live tasks or ones that could not be removed",
-				"bytes", res.Bytes, "budget", int64(en.cfg.Workspace.DiskBudget))
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(en.cfg.Workspace.SweepEvery):
 		}
+		en.sweepRuns(ctx)
 	}
 }
 
-// taskEnds tells the worktree sweep which tasks are finished.
+func (en *engine) sweepRuns(ctx context.Context) {
+	res, err := en.backend.Sweep(ctx, taskEnds{en.store})
+	if err != nil && ctx.Err() == nil {
+		// One line per place that could not go (the sweep went on).
+		for _, line := range strings.Split(err.Error(), "\n") {
+			en.logger.Warn("sweep: not removed", "backend", en.backend.Name(), "error", line)
+		}
+	}
+	if res.OverBudget {
+		en.logger.Warn("worktrees use more than workspace.disk_budget, all of it by live tasks or ones that could not be removed",
+			"bytes", res.Bytes, "budget", int64(en.cfg.Workspace.DiskBudget))
+	}
+}
+
+// taskEnds tells a backend's sweep which tasks are over.
 type taskEnds struct{ store *repository.Store }
 
-func (t taskEnds) TaskEnds(ctx context.Context, ids []int64) (map[int64]workspace.TaskEnd, error) {
+func (t taskEnds) TaskEnds(ctx context.Context, ids []int64) (map[int64]backend.TaskEnd, error) {
 	ends, err := t.store.TaskEnds(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int64]workspace.TaskEnd, len(ends))
+	out := make(map[int64]backend.TaskEnd, len(ends))
 	for id, e := range ends {
-		out[id] = workspace.TaskEnd{Terminal: e.Status.Terminal(), FinishedAt: e.FinishedAt}
+		out[id] = backend.TaskEnd{Terminal: e.Status.Terminal(), FinishedAt: e.FinishedAt,
+			RunningAttempt: e.RunningAttempt, LeaseOwner: e.LeaseOwner}
 	}
 	return out, nil
 }

@@ -8,8 +8,25 @@ import (
 	"strconv"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
+	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
 )
+
+// migrateArgs are the flags of mozi migrate its verbs read.
+type migrateArgs struct {
+	to     string
+	force  bool
+	asJSON bool
+}
+
+// migrateVerb is one verb of mozi migrate, run on an open database.
+type migrateVerb func(ctx context.Context, e *env, db *database, m *repository.Migrator, a migrateArgs) error
+
+var migrateVerbs = map[string]migrateVerb{
+	"up":     migrateUp,
+	"down":   migrateDown,
+	"status": migrateStatus,
+}
 
 func runMigrate(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "migrate")
@@ -25,7 +42,8 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return usagef("migrate needs exactly one of up, down, status")
 	}
 	action := fs.Arg(0)
-	if action != "up" && action != "down" && action != "status" {
+	verb, ok := migrateVerbs[action]
+	if !ok {
 		return usagef("migrate: unknown action %q (want up, down or status)", action)
 	}
 	cfg, err := config.Load(*configPath, e.getenv)
@@ -43,63 +61,69 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer m.Close()
+	return verb(ctx, e, db, m, migrateArgs{to: *to, force: *force, asJSON: *asJSON})
+}
 
-	switch action {
-	case "up":
-		n, err := m.Up(ctx)
+func migrateUp(ctx context.Context, e *env, _ *database, m *repository.Migrator, _ migrateArgs) error {
+	n, err := m.Up(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "applied %d migration(s)\n", n)
+	return nil
+}
+
+func migrateDown(ctx context.Context, e *env, db *database, m *repository.Migrator, a migrateArgs) error {
+	if live, who, err := liveServer(ctx, db); err != nil {
+		return err
+	} else if live && !a.force {
+		return fmt.Errorf("a mozi serve is running against this database (%s): rolling its schema back under it "+
+			"breaks it; stop it first, or pass --force", who)
+	}
+	if a.to != "" {
+		version, err := strconv.ParseInt(a.to, 10, 64)
+		if err != nil || version < 0 {
+			return usagef("migrate down --to: %q is not a version number", a.to)
+		}
+		n, err := m.DownTo(ctx, version)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "applied %d migration(s)\n", n)
-	case "down":
-		if live, who, err := liveServer(ctx, db); err != nil {
-			return err
-		} else if live && !*force {
-			return fmt.Errorf("a mozi serve is running against this database (%s): rolling its schema back under it "+
-				"breaks it; stop it first, or pass --force", who)
+		fmt.Fprintf(e.stdout, "rolled back %d migration(s)\n", n)
+		return nil
+	}
+	done, err := m.Down(ctx)
+	if err != nil {
+		return err
+	}
+	if !done {
+		fmt.Fprintln(e.stdout, "nothing to roll back")
+		return nil
+	}
+	fmt.Fprintln(e.stdout, "rolled back 1 migration")
+	return nil
+}
+
+func migrateStatus(ctx context.Context, e *env, _ *database, m *repository.Migrator, a migrateArgs) error {
+	states, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if a.asJSON {
+		list := make([]map[string]any, len(states))
+		for i, st := range states {
+			list[i] = map[string]any{"version": st.Version, "name": st.Name, "applied": st.Applied}
 		}
-		if *to != "" {
-			version, err := strconv.ParseInt(*to, 10, 64)
-			if err != nil || version < 0 {
-				return usagef("migrate down --to: %q is not a version number", *to)
-			}
-			n, err := m.DownTo(ctx, version)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(e.stdout, "rolled back %d migration(s)\n", n)
-			return nil
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	for _, st := range states {
+		state := "pending"
+		if st.Applied {
+			state = "applied"
 		}
-		done, err := m.Down(ctx)
-		if err != nil {
-			return err
-		}
-		if !done {
-			fmt.Fprintln(e.stdout, "nothing to roll back")
-			return nil
-		}
-		fmt.Fprintln(e.stdout, "rolled back 1 migration")
-	case "status":
-		states, err := m.Status(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			list := make([]map[string]any, len(states))
-			for i, st := range states {
-				list[i] = map[string]any{"version": st.Version, "name": st.Name, "applied": st.Applied}
-			}
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
-		}
-		for _, st := range states {
-			state := "pending"
-			if st.Applied {
-				state = "applied"
-			}
-			fmt.Fprintf(e.stdout, "%05d  %-8s %s\n", st.Version, state, st.Name)
-		}
+		fmt.Fprintf(e.stdout, "%05d  %-8s %s\n", st.Version, state, st.Name)
 	}
 	return nil
 }

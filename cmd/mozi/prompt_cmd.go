@@ -12,8 +12,9 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook/recording"
 )
@@ -132,17 +133,20 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if err != nil {
 		return nil, err
 	}
-	workspaces, err := newWorkspaces(cfg, stateDir, nil, logger)
-	if err != nil || workspaces == nil {
-		return in, err
+	b, err := newBackendFor(cfg, stateDir, "", logger, describeOnly)
+	if err != nil {
+		return nil, err
 	}
-	req := spawner.Checkout(t, in)
-	base := workspaces.DefaultBranch(ctx, t.Repo)
-	if base == "" {
-		base = "main" // no mirror yet: Gitea's usual default
+	sa, err := spawnerAgent(a, stateDir)
+	if err != nil {
+		return nil, err
 	}
-	in.Checkout = spawner.PromptCheckout(req, workspace.Workspace{Dir: workspaces.TreePath(t.Repo, t.ID),
-		Branch: req.Branch, DefaultBranch: base})
+	w := b.Describe(ctx, backend.Run{TaskID: t.ID, Attempt: t.DispatchCount, Repo: t.Repo, Agent: sa.Agent,
+		Checkout: spawner.CheckoutOf(t, in)})
+	if w.Base == "" {
+		w.Base = "main" // no mirror yet: Gitea's usual default
+	}
+	in.Checkout = spawner.PromptCheckout(w)
 	return in, nil
 }
 
@@ -162,14 +166,11 @@ func madeUpTask(cfg *config.Config, issue task.Issue, action task.ActionType, ag
 	if agent == "" && len(cfg.Agents) > 0 {
 		agent = cfg.Agents[0].Login
 	}
-	t := task.Task{Repo: issue.Repo, IssueNumber: issue.Number, ParentIssue: issue.ParentIssue,
-		ActionType: action, Agent: agent, Status: task.StatusPending, DependsOn: issue.DependsOn,
-		IssueBodyCache: issue.Body, Meta: task.Meta{Title: issue.Title, Labels: issue.Labels,
-			IssueAuthor: issue.Author}}
+	n := build.FromIssue(issue, action, agent)
 	if action == task.ActionIssueAssigned {
-		t.BusinessType = templates.RouteBusinessType(issue.Labels)
+		n.BusinessType = templates.RouteBusinessType(issue.Labels)
 	}
-	return t
+	return taskBuilder(cfg).Preview(n)
 }
 
 // offlineInput builds the input from a recorded webhook alone: no

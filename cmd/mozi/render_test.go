@@ -18,8 +18,8 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/giteatest"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
-	"github.com/moziplus/mozi/spawner/sandbox"
-	"github.com/moziplus/mozi/spawner/workspace/workspacetest"
+	"github.com/moziplus/mozi/spawner/backend/local/sandbox"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace/workspacetest"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/recording"
 )

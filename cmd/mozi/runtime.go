@@ -1,52 +1,18 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/sandbox"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/container"
+	"github.com/moziplus/mozi/spawner/backend/local"
 )
-
-// agentRuntime is where agents run: their user, their worktrees, their sandbox.
-type agentRuntime struct {
-	// runAs is the agents' user when mozi is root (nil otherwise).
-	runAs      *syscall.Credential
-	workspaces *workspace.Manager // nil: no repository to clone from
-	sandbox    *sandbox.Sandbox   // nil: sandboxErr says why
-	sandboxErr error
-	// hide are the paths no sandboxed agent may see besides the state
-	// directory.
-	hide []string
-}
-
-// agentsUser is who agents run as: nobody special when mozi is not root;
-// when it is, the configured unprivileged user (mozi never runs an agent
-// as root).
-func agentsUser(cfg *config.Config) (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup(cfg.Sandbox.User)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox.user: mozi runs as root and runs agents as %q, which does not exist: create it (useradd --system %s) or name another user", cfg.Sandbox.User, cfg.Sandbox.User)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if uid == 0 {
-		return nil, fmt.Errorf("sandbox.user: %q is root; agents need an unprivileged user", cfg.Sandbox.User)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
-}
 
 // remoteURL turns workspace.remote (or Gitea's URL) into each
 // repository's clone URL; nil when there is nothing to clone from.
@@ -61,48 +27,51 @@ func remoteURL(cfg *config.Config) func(string) (string, error) {
 	return func(repo string) (string, error) { return strings.ReplaceAll(tmpl, "{repo}", repo), nil }
 }
 
-func newAgentRuntime(cfg *config.Config, stateDir string, logger *slog.Logger) (*agentRuntime, error) {
-	rt := &agentRuntime{}
-	var err error
-	if rt.runAs, err = agentsUser(cfg); err != nil {
-		return nil, err
+// backendUse says what a backend is built for.
+type backendUse int
+
+const (
+	runAgents    backendUse = iota // mozi serve
+	describeOnly                   // mozi prompt render: where a run would be, nothing started
+	placesOnly                     // worktrees for another backend's runs: no sandbox
+)
+
+// newBackend builds the backend agents run on, as configured.
+func newBackend(cfg *config.Config, stateDir, owner string, logger *slog.Logger) (backend.Backend, error) {
+	return newBackendFor(cfg, stateDir, owner, logger, runAgents)
+}
+
+func newBackendFor(cfg *config.Config, stateDir, owner string, logger *slog.Logger, use backendUse) (backend.Backend, error) {
+	switch cfg.Backend.Kind {
+	case config.BackendLocal:
+		return newLocalBackend(cfg, stateDir, logger, use)
+	case config.BackendContainer:
+		// The places are the local backend's worktrees, mounted into each
+		// container; the sandbox is the container.
+		places, err := newLocalBackend(cfg, stateDir, logger, placesOnly)
+		if err != nil || use == describeOnly {
+			return places, err
+		}
+		return container.New(container.Config{Socket: cfg.Backend.Container.Socket, Owner: owner, Scope: places.Scope(),
+			User: places.User(), Network: cfg.Backend.Container.Network, Image: cfg.Backend.Container.Image, Places: places,
+			Logger: logger})
+	default:
+		return nil, fmt.Errorf("backend.kind: %q is not available in this build", cfg.Backend.Kind)
 	}
-	if rt.workspaces, err = newWorkspaces(cfg, stateDir, rt.runAs, logger); err != nil {
-		return nil, err
-	}
-	rt.sandbox, rt.sandboxErr = sandbox.New(cfg.Sandbox.Bwrap, filepath.Join(stateDir, "sandbox"))
-	if rt.sandboxErr != nil && !errors.Is(rt.sandboxErr, sandbox.ErrUnavailable) {
-		return nil, rt.sandboxErr
-	}
-	rt.hide = hiddenPaths(cfg, os.Getenv("PATH"), logger)
-	return rt, nil
+}
+
+// newLocalBackend builds the backend that runs agents on this machine.
+func newLocalBackend(cfg *config.Config, stateDir string, logger *slog.Logger, use backendUse) (*local.Backend, error) {
+	return local.Open(local.Settings{StateDir: stateDir, User: cfg.Sandbox.User, Bwrap: cfg.Sandbox.Bwrap, NoSandbox: use != runAgents, DescribeOnly: use == describeOnly,
+		RemoteURL: remoteURL(cfg), Token: cfg.Gitea.Token.Value(), WorkspaceRoot: cfg.Workspace.Root,
+		KeepFinished: cfg.Workspace.KeepFinished, DiskBudget: int64(cfg.Workspace.DiskBudget),
+		CheckoutsPerRepo: cfg.Workspace.CheckoutsPerRepo, Hide: hiddenPaths(cfg, os.Getenv("PATH"), logger), Logger: logger})
 }
 
 // secretsInHome are the usual places of credentials in a home directory.
 var secretsInHome = []string{".ssh", ".gnupg", ".aws", ".azure", ".config", ".docker", ".kube", ".netrc",
 	".git-credentials", ".pgpass", ".npmrc", ".pypirc", ".claude", ".claude.json", ".codex", ".local/share",
 	".local/state", ".bash_history", ".psql_history"}
-
-// newWorkspaces builds the worktree manager; nil when mozi has no
-// repository to clone from (no gitea.url, no workspace.remote).
-func newWorkspaces(cfg *config.Config, stateDir string, runAs *syscall.Credential, logger *slog.Logger) (*workspace.Manager, error) {
-	remote := remoteURL(cfg)
-	if remote == nil {
-		return nil, nil
-	}
-	root := cfg.Workspace.Root
-	if root == "" {
-		root = filepath.Join(stateDir, "workspaces")
-	}
-	var owner *workspace.Owner
-	if runAs != nil {
-		owner = &workspace.Owner{UID: int(runAs.Uid), GID: int(runAs.Gid)}
-	}
-	return workspace.New(workspace.Config{Root: root, RemoteURL: remote,
-		Token: cfg.Gitea.Token.Value(), KeepFinished: cfg.Workspace.KeepFinished,
-		DiskBudget: int64(cfg.Workspace.DiskBudget), CheckoutsPerRepo: cfg.Workspace.CheckoutsPerRepo,
-		Owner: owner, Logger: logger})
-}
 
 // hiddenPaths are what sandboxed agents must not see besides mozi's state
 // directory: its configuration and secret files, its own home, and every
@@ -169,10 +138,10 @@ func spawnerAgent(a config.Agent, stateDir string) (spawner.Agent, error) {
 		return spawner.Agent{}, fmt.Errorf("agent %s: %w", a.Login, err)
 	}
 	home, workdir := agentDirs(a, stateDir)
-	return spawner.Agent{Login: a.Login, Argv: cmd.Argv, Workdir: workdir, Timeout: a.Timeout,
-		TokenEnv: a.TokenEnv, TokenFile: a.TokenFile, Usage: cmd.Usage, MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens,
-		Env: a.Env, PassEnv: a.PassEnv, PresetEnv: cmd.Env, Home: home,
+	return spawner.Agent{Agent: backend.Agent{Login: a.Login, Argv: cmd.Argv, Workdir: workdir, Home: home, Image: a.Image,
 		Worktree: a.Workspace == config.WorkspaceAuto, Sandboxed: a.Sandbox == config.SandboxBwrap,
-		Limits: sandbox.Limits{MemoryBytes: int64(a.Limits.Memory), Processes: a.Limits.Processes,
-			CPUTime: a.Limits.CPUTime, OpenFiles: a.Limits.OpenFiles}}, nil
+		Limits: backend.Limits{MemoryBytes: int64(a.Limits.Memory), Processes: a.Limits.Processes,
+			CPUTime: a.Limits.CPUTime, OpenFiles: a.Limits.OpenFiles}},
+		Timeout: a.Timeout, TokenEnv: a.TokenEnv, TokenFile: a.TokenFile, Usage: cmd.Usage,
+		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, Env: a.Env, PassEnv: a.PassEnv, PresetEnv: cmd.Env}, nil
 }

@@ -23,13 +23,14 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/webhook"
 	"github.com/moziplus/mozi/webhook/rules"
 )
 
 // newMapper builds the event mapping rules from the configuration.
-func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *rules.Metrics) (*rules.Mapper, error) {
+func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metrics *rules.Metrics, tasks *build.Builder) (*rules.Mapper, error) {
 	deploy, err := regexp.Compile(cfg.Webhook.DeployContext)
 	if err != nil {
 		return nil, fmt.Errorf("webhook.deploy_context: %w", err)
@@ -55,6 +56,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		Comments:      cfg.Gitea.URL != "",
 		Logger:        logger,
 		Metrics:       metrics,
+		Tasks:         tasks,
 	}), nil
 }
 
@@ -125,7 +127,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)
 	ruleMetrics := rules.NewMetrics(registry)
-	mapper, err := newMapper(cfg, set, logger, ruleMetrics)
+	// One builder, one guard configuration and one observer for every task
+	// mozi creates: the rules' and the ticker's.
+	tasks := build.New(build.Config{MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
+		BudgetPerHour: cfg.Webhook.TaskBudgetPerHour, Observer: ruleMetrics})
+	mapper, err := newMapper(cfg, set, logger, ruleMetrics, tasks)
 	if err != nil {
 		return err
 	}
@@ -138,7 +144,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	en, err := newEngine(cfg, set, db.store, stateDir, e.getenv, logger, registry, processor.Wake, ruleMetrics)
+	en, err := newEngine(cfg, set, db.store, stateDir, e.getenv, logger, registry, processor.Wake, tasks)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/templates"
 )
 
@@ -97,6 +99,27 @@ func taskJSON(t task.Task) map[string]any {
 	}
 }
 
+// taskArgs are the flags and the task ID of mozi task its verbs read.
+type taskArgs struct {
+	id                                    int64
+	repo, action, agent, business, reason string
+	issue                                 int
+	asJSON                                bool
+}
+
+// taskVerb is one verb of mozi task, run on an open database.
+type taskVerb struct {
+	takesID bool
+	run     func(ctx context.Context, e *env, cfg *config.Config, store *repository.Store, a taskArgs) error
+}
+
+var taskVerbs = map[string]taskVerb{
+	"show":   {takesID: true, run: taskShow},
+	"retry":  {takesID: true, run: taskRetry},
+	"cancel": {takesID: true, run: taskCancel},
+	"create": {run: taskCreate},
+}
+
 func runTask(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "task")
 	configPath := fs.String("config", "", "configuration file")
@@ -114,81 +137,94 @@ func runTask(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() == 0 {
 		return usagef("task needs: show ID | retry ID | cancel ID | create --repo R --issue N --action A --agent X")
 	}
-	verb := fs.Arg(0)
-	var id int64
-	if verb != "create" {
+	name := fs.Arg(0)
+	verb, ok := taskVerbs[name]
+	if !ok {
+		return usagef("task: unknown action %q (want show, retry, cancel or create)", name)
+	}
+	a := taskArgs{repo: *repo, issue: *issue, action: *action, agent: *agent, business: *business,
+		reason: *reason, asJSON: *asJSON}
+	if verb.takesID {
 		if fs.NArg() != 2 {
-			return usagef("task %s needs one task ID", verb)
+			return usagef("task %s needs one task ID", name)
 		}
 		n, err := strconv.ParseInt(fs.Arg(1), 10, 64)
 		if err != nil || n <= 0 {
-			return usagef("task %s: %q is not a task ID", verb, fs.Arg(1))
+			return usagef("task %s: %q is not a task ID", name, fs.Arg(1))
 		}
-		id = n
+		a.id = n
 	}
 	cfg, db, err := openForCLI(ctx, e, *configPath, *dataDir)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	switch verb {
-	case "show":
-		return showTask(ctx, e, db.store, id, *asJSON)
-	case "retry":
-		res, err := db.store.Apply(ctx, id, task.EventRequeue, repository.Change{})
-		if err != nil {
-			return err
-		}
-		if !res.Applied {
-			return fmt.Errorf("task %d is %s: only failed and cancelled tasks can be retried", id, res.From)
-		}
-		fmt.Fprintf(e.stdout, "task %d is pending again (was %s)\n", id, res.From)
-	case "cancel":
-		res, err := db.store.Apply(ctx, id, task.EventCancel, repository.Change{Error: *reason, Actor: operatorActor(e.getenv)})
-		if err != nil {
-			return err
-		}
-		if !res.Applied {
-			return fmt.Errorf("task %d is already %s", id, res.From)
-		}
-		fmt.Fprintf(e.stdout, "task %d cancelled (was %s)\n", id, res.From)
-	case "create":
-		a, err := task.ParseActionType(*action)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		if *repo == "" || *issue <= 0 || *agent == "" {
-			return usagef("task create needs --repo, --issue, --action and --agent")
-		}
-		if _, ok := cfg.Agent(*agent); !ok {
-			return fmt.Errorf("agent %q is not declared in the configuration", *agent)
-		}
-		n := repository.NewTask{Repo: *repo, IssueNumber: *issue, ActionType: a, Agent: *agent,
-			Priority: task.DefaultPriority, MaxRetries: task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
-			Meta: task.Meta{Event: "operator"}}
-		if cached, err := db.store.Issue(ctx, *repo, *issue); err == nil {
-			n.Meta.Title, n.Meta.Labels, n.IssueBody, n.IssueUpdatedAt = cached.Title, cached.Labels, cached.Body, cached.UpdatedAt
-			n.ParentIssue, n.DependsOn, n.Priority = cached.ParentIssue, cached.DependsOn, task.PriorityFromLabels(cached.Labels)
-		}
-		if a == task.ActionIssueAssigned {
-			n.BusinessType = templates.RouteBusinessType(n.Meta.Labels)
-			if *business != "" {
-				if n.BusinessType, err = task.ParseBusinessType(*business); err != nil {
-					return usagef("%v", err)
-				}
+	return verb.run(ctx, e, cfg, db.store, a)
+}
+
+func taskShow(ctx context.Context, e *env, _ *config.Config, store *repository.Store, a taskArgs) error {
+	return showTask(ctx, e, store, a.id, a.asJSON)
+}
+
+func taskRetry(ctx context.Context, e *env, _ *config.Config, store *repository.Store, a taskArgs) error {
+	res, err := store.Apply(ctx, a.id, task.EventRequeue, repository.Change{})
+	if err != nil {
+		return err
+	}
+	if !res.Applied {
+		return fmt.Errorf("task %d is %s: only failed and cancelled tasks can be retried", a.id, res.From)
+	}
+	fmt.Fprintf(e.stdout, "task %d is pending again (was %s)\n", a.id, res.From)
+	return nil
+}
+
+func taskCancel(ctx context.Context, e *env, _ *config.Config, store *repository.Store, a taskArgs) error {
+	res, err := store.Apply(ctx, a.id, task.EventCancel, repository.Change{Error: a.reason, Actor: operatorActor(e.getenv)})
+	if err != nil {
+		return err
+	}
+	if !res.Applied {
+		return fmt.Errorf("task %d is already %s", a.id, res.From)
+	}
+	fmt.Fprintf(e.stdout, "task %d cancelled (was %s)\n", a.id, res.From)
+	return nil
+}
+
+func taskCreate(ctx context.Context, e *env, cfg *config.Config, store *repository.Store, a taskArgs) error {
+	action, err := task.ParseActionType(a.action)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if a.repo == "" || a.issue <= 0 || a.agent == "" {
+		return usagef("task create needs --repo, --issue, --action and --agent")
+	}
+	if _, ok := cfg.Agent(a.agent); !ok {
+		return fmt.Errorf("agent %q is not declared in the configuration", a.agent)
+	}
+	known := task.Issue{Repo: a.repo, Number: a.issue}
+	if cached, err := store.Issue(ctx, a.repo, a.issue); err == nil {
+		known = cached
+	}
+	n := build.FromIssue(known, action, a.agent)
+	n.Meta.Event = "operator"
+	if action == task.ActionIssueAssigned {
+		n.BusinessType = templates.RouteBusinessType(n.Meta.Labels)
+		if a.business != "" {
+			if n.BusinessType, err = task.ParseBusinessType(a.business); err != nil {
+				return usagef("%v", err)
 			}
 		}
-		t, err := db.store.CreateTask(ctx, n)
-		if errors.Is(err, repository.ErrDuplicateTask) {
-			return fmt.Errorf("a live %s task of %s on %s#%d exists already", a, *agent, *repo, *issue)
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "task %d created (pending)\n", t.ID)
-	default:
-		return usagef("task: unknown action %q (want show, retry, cancel or create)", verb)
 	}
+	// An operator's task skips the guards (closed issue, hourly budget):
+	// asking for it is the decision.
+	t, err := store.CreateTask(ctx, taskBuilder(cfg).Prepare(n))
+	if errors.Is(err, repository.ErrDuplicateTask) {
+		return fmt.Errorf("a live %s task of %s on %s#%d exists already", action, a.agent, a.repo, a.issue)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "task %d created (pending)\n", t.ID)
 	return nil
 }
 

@@ -13,7 +13,15 @@ const (
 	AttemptRescued     = "rescued"     // its runner died
 	AttemptSpawnError  = "spawn_error" // the command could not start
 	AttemptLost        = "lease_lost"  // another runner took the task over
+	AttemptStopped     = "stopped"     // someone else ended the task in Gitea meanwhile
+	// AttemptUnavailable: the execution backend could not take the run (a
+	// cluster out of reach); the task waits, not counted as a failure.
+	AttemptUnavailable = "backend_unavailable"
 )
+
+// AttemptOutcomes is every outcome an attempt can end with: the one list.
+var AttemptOutcomes = []string{AttemptSucceeded, AttemptFailed, AttemptTimeout, AttemptBudget, AttemptInterrupted,
+	AttemptRescued, AttemptSpawnError, AttemptLost, AttemptStopped, AttemptUnavailable}
 
 // Attempt is one spawn of an agent for a task.
 type Attempt struct {

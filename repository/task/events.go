@@ -82,6 +82,7 @@ const (
 	HeldForBudget     HoldReason = "budget"     // a spawn budget is spent
 	HeldForBranch     HoldReason = "branch"     // another run has its branch checked out
 	HeldForShutdown   HoldReason = "shutdown"   // mozi stopped before it started
+	HeldForBackend    HoldReason = "backend"    // the execution backend could not take the run
 )
 
 // ActorMozi is who ends a task when mozi itself does (retries exhausted,

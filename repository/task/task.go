@@ -197,6 +197,19 @@ const DefaultMaxRetries = 2
 // NoRetries, as NewTask.MaxRetries, fails a task at its first failed run.
 const NoRetries = -1
 
+// EffectiveMaxRetries is the max_retries a task gets for
+// NewTask.MaxRetries n: 0 and other non-positive values take
+// DefaultMaxRetries, NoRetries none.
+func EffectiveMaxRetries(n int) int {
+	switch {
+	case n == NoRetries:
+		return 0
+	case n <= 0:
+		return DefaultMaxRetries
+	}
+	return n
+}
+
 // MaxRetriesSetting turns a configured number of retries into
 // NewTask.MaxRetries (where 0 means the default).
 func MaxRetriesSetting(n int) int {
@@ -308,6 +321,18 @@ func CIFailureKey(pr int, sha, context string) string {
 // CommitFailureKey is one failing check of a commit no pull request
 // explains (deploy and infrastructure failures).
 func CommitFailureKey(sha, context string) string { return fmt.Sprintf("commit@%s/%s", sha, context) }
+
+// DefaultMaxMentionHops caps agent-to-agent mention chains: the rules
+// create no mention task deeper than this, the dispatcher fails one.
+const DefaultMaxMentionHops = 4
+
+// The wait of a task held for a reason outside it (Gitea unreachable, a
+// dependency still open, a branch in use): DefaultHoldBase doubling per
+// consecutive hold (see Backoff), capped at DefaultHoldMax.
+const (
+	DefaultHoldBase = 15 * time.Second
+	DefaultHoldMax  = 10 * time.Minute
+)
 
 // Backoff is how long the attempt-th try of something (counting from 1)
 // waits after the previous one failed: base·2^(attempt-1) capped at limit,

@@ -11,6 +11,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/spawner/notice"
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
@@ -207,7 +208,7 @@ func (e *eventCtx) onMentions(ctx context.Context, number int, author string) er
 			continue
 		}
 		n := e.mentionTask(ctx, number, ag.Login, hops)
-		t, created, err := e.create(ctx, spawn{task: n, at: c.CreatedAt})
+		t, created, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: c.CreatedAt}})
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
@@ -189,7 +190,7 @@ func (e *eventCtx) assignAll(ctx context.Context, i task.Issue, logins []string)
 		if !ok {
 			continue
 		}
-		if _, _, err := e.create(ctx, spawn{at: e.ev.Issue.UpdatedAt, task: e.issueTask(i,
+		if _, _, err := e.create(ctx, spawn{cause: build.Cause{At: e.ev.Issue.UpdatedAt}, task: e.issueTask(i,
 			task.ActionIssueAssigned, ag.Login)}); err != nil {
 			return err
 		}
@@ -198,12 +199,7 @@ func (e *eventCtx) assignAll(ctx context.Context, i task.Issue, logins []string)
 }
 
 func (e *eventCtx) issueTask(i task.Issue, action task.ActionType, agent string) repository.NewTask {
-	n := repository.NewTask{
-		Repo: i.Repo, IssueNumber: i.Number, ParentIssue: i.ParentIssue, ActionType: action,
-		Agent: agent, Priority: priority(i.Labels), DependsOn: i.DependsOn,
-		IssueBody: i.Body, IssueUpdatedAt: i.UpdatedAt,
-		Meta: task.Meta{Title: i.Title, Labels: i.Labels, IssueAuthor: i.Author},
-	}
+	n := build.FromIssue(i, action, agent)
 	if action == task.ActionIssueAssigned {
 		n.BusinessType = e.m.cfg.Route(i.Labels)
 	}
@@ -233,7 +229,7 @@ func (e *eventCtx) onIssueClosed(ctx context.Context) error {
 	n := e.issueTask(i, task.ActionIssueClosed, ag.Login)
 	n.Meta.Sender = closer
 	n.DedupeKey = task.ClosedKey(i.Number, e.ev.Issue.UpdatedAt)
-	_, _, err := e.create(ctx, spawn{task: n, notification: true})
+	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{Notification: true}})
 	return err
 }
 

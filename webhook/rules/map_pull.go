@@ -9,6 +9,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 	"github.com/moziplus/mozi/webhook/rules/conventions"
 )
 
@@ -158,7 +159,7 @@ func (e *eventCtx) onPushToPR(ctx context.Context, pr task.PullRequest) error {
 		}
 		n := e.prTask(ctx, pr, task.ActionReviewUpdated, ag.Login)
 		n.Meta.HeadSHA = pr.HeadSHA
-		if _, _, err := e.create(ctx, spawn{task: n, at: e.ev.PullRequest.UpdatedAt}); err != nil {
+		if _, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.PullRequest.UpdatedAt}}); err != nil {
 			return err
 		}
 	}
@@ -174,7 +175,7 @@ func (e *eventCtx) onReviewRequested(ctx context.Context) error {
 		return nil
 	}
 	n := e.prTask(ctx, pr, task.ActionReviewRequest, ag.Login)
-	_, _, err := e.create(ctx, spawn{task: n, at: e.ev.PullRequest.UpdatedAt})
+	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.PullRequest.UpdatedAt}})
 	return err
 }
 
@@ -210,7 +211,7 @@ func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr task.PullRequest)
 	n := e.prTask(ctx, pr, task.ActionReviewMerged, ag.Login)
 	n.Meta.Sender = pr.MergedBy
 	n.DedupeKey = task.MergedKey(pr.Number)
-	_, _, err := e.create(ctx, spawn{task: n, notification: true})
+	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{Notification: true}})
 	return err
 }
 
@@ -256,12 +257,7 @@ func (e *eventCtx) assignedTasksOf(ctx context.Context, pr task.PullRequest, lin
 // prTask is a task about a pull request; its priority and labels come from
 // the first linked issue mozi knows.
 func (e *eventCtx) prTask(ctx context.Context, pr task.PullRequest, action task.ActionType, agent string) repository.NewTask {
-	n := repository.NewTask{
-		Repo: pr.Repo, IssueNumber: pr.Number, PRNumber: pr.Number, ActionType: action, Agent: agent,
-		Priority: task.DefaultPriority,
-		Meta: task.Meta{Title: pr.Title, IssueAuthor: pr.Author, HeadSHA: pr.HeadSHA,
-			HeadBranch: pr.HeadRef},
-	}
+	n := build.FromPull(pr, action, agent)
 	if pp := e.ev.PullRequest; pp != nil && pp.Number == pr.Number {
 		n.IssueBody, n.IssueUpdatedAt = clip(pp.Body, 256<<10), pp.UpdatedAt
 	}
@@ -332,7 +328,7 @@ func (e *eventCtx) onReview(ctx context.Context) error {
 	}
 	n := e.prTask(ctx, pr, action, ag.Login)
 	n.Meta.ReviewState, n.Meta.ReviewBody, n.Meta.Reviewer = verdict, clip(e.ev.Review.Body, 16<<10), reviewer
-	_, created, err := e.create(ctx, spawn{task: n, at: pp.UpdatedAt})
+	_, created, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: pp.UpdatedAt}})
 	if err != nil || created {
 		return err
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 )
 
 // failing reports whether a commit status (or workflow run conclusion)
@@ -62,13 +62,11 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 			"sha", st.SHA, "context", st.Context)
 		return nil
 	}
-	n := repository.NewTask{
-		Repo: e.ev.Repo, ActionType: action, Agent: infra, Priority: urgentPriority,
-		DedupeKey: task.CommitFailureKey(st.SHA, st.Context),
-		Meta: task.Meta{HeadSHA: st.SHA, StatusCtx: st.Context, StatusState: st.State,
-			TargetURL: st.TargetURL, Title: st.Description},
-	}
-	_, _, err = e.create(ctx, spawn{task: n, at: st.UpdatedAt})
+	n := build.FromRepo(e.ev.Repo, action, infra, urgentPriority)
+	n.DedupeKey = task.CommitFailureKey(st.SHA, st.Context)
+	n.Meta = task.Meta{HeadSHA: st.SHA, StatusCtx: st.Context, StatusState: st.State,
+		TargetURL: st.TargetURL, Title: st.Description}
+	_, _, err = e.create(ctx, spawn{task: n, cause: build.Cause{At: st.UpdatedAt}})
 	return err
 }
 
@@ -82,7 +80,7 @@ func (e *eventCtx) ciFailure(ctx context.Context, pr task.PullRequest, at time.T
 	n := e.prTask(ctx, pr, task.ActionCIFailure, ag.Login)
 	n.DedupeKey = task.CIFailureKey(pr.Number, st.SHA, st.Context)
 	n.Meta.HeadSHA, n.Meta.StatusCtx, n.Meta.StatusState, n.Meta.TargetURL = st.SHA, st.Context, st.State, st.TargetURL
-	_, _, err := e.create(ctx, spawn{task: n, at: at})
+	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: at}})
 	return err
 }
 

@@ -11,16 +11,18 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/repository/task/build"
 )
 
 // Defaults of Config.
 const (
 	DefaultTaskBudgetPerHour = 30
-	DefaultMaxMentionHops    = 4
+	DefaultMaxMentionHops    = task.DefaultMaxMentionHops // defined once, with the dispatcher's
 	DefaultDiscussionGrace   = 2 * time.Minute
 	DefaultDiscussLabel      = "mozi/discuss"
 	DefaultDeployContext     = `(?i)deploy`
 	DefaultInfraContext      = `(?i)runner|infra`
+	DefaultBotUser           = "mozi"
 )
 
 // The circuit breaker mozi serve configures when the configuration says
@@ -33,10 +35,13 @@ const (
 
 // Config configures how events become tasks.
 type Config struct {
-	// BotUser is mozi's own Gitea login: its comments never make work.
+	// BotUser is mozi's own Gitea login: its comments never make work
+	// (mozi serve's default DefaultBotUser, mozi).
 	BotUser string
 	Agents  Agents
-	// MaxRetries of created tasks (default task.DefaultMaxRetries).
+	// MaxRetries of created tasks (default task.DefaultMaxRetries). When
+	// Tasks is set, its configuration is used instead of MaxRetries and
+	// TaskBudgetPerHour, and its Observer counts the tasks created.
 	MaxRetries int
 	// TaskBudgetPerHour caps new tasks per issue per hour, which stops
 	// runaway mention chains (default DefaultTaskBudgetPerHour, 30).
@@ -70,6 +75,10 @@ type Config struct {
 	Route   func(labels []string) task.BusinessType
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Tasks builds and guards the tasks the rules create (default: one
+	// built from MaxRetries, TaskBudgetPerHour and Metrics). mozi serve
+	// passes the ticker's, so both share one guard configuration.
+	Tasks *build.Builder
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -104,6 +113,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.Route == nil {
 		c.Route = func([]string) task.BusinessType { return task.BusinessFeature }
+	}
+	if c.Tasks == nil {
+		c.Tasks = build.New(build.Config{MaxRetries: c.MaxRetries, BudgetPerHour: c.TaskBudgetPerHour,
+			Observer: c.Metrics})
 	}
 }
 
@@ -210,14 +223,8 @@ func priority(labels []string) int { return task.PriorityFromLabels(labels) }
 // spawn is a task the rules want, checked against the guards before it is
 // created.
 type spawn struct {
-	task repository.NewTask
-	// at is when the causing event happened (zero: unknown); work caused
-	// before the issue was closed is not created, as the close would have
-	// finished it.
-	at time.Time
-	// notification tasks (issue_closed, review_merged) are about the close
-	// itself and skip that guard.
-	notification bool
+	task  repository.NewTask
+	cause build.Cause
 }
 
 // create makes a task unless a guard refuses it: the issue closed after
@@ -230,24 +237,23 @@ func (e *eventCtx) create(ctx context.Context, s spawn) (task.Task, bool, error)
 	if n.Meta.Sender == "" {
 		n.Meta.Sender = e.ev.Sender
 	}
-	if n.MaxRetries == 0 {
-		n.MaxRetries = e.m.cfg.MaxRetries
-	}
 	log := e.log.With("issue", n.IssueNumber, "action_type", n.ActionType, "agent", n.Agent)
-	t, refused, err := e.tx.CreateGuarded(ctx, n, repository.Guard{At: s.at, Notification: s.notification,
-		BudgetPerHour: e.m.cfg.TaskBudgetPerHour})
-	switch {
-	case err != nil:
+	var out build.Outcomes
+	t, refused, err := e.m.cfg.Tasks.Create(ctx, e.tx, &out, n, s.cause)
+	if err != nil {
 		return task.Task{}, false, err
-	case refused == repository.RefusedClosed:
-		log.Debug("not creating task: the issue was closed after the event")
-	case refused == repository.RefusedBudget:
-		log.Warn("task budget of the issue spent: not creating task", "budget_per_hour", e.m.cfg.TaskBudgetPerHour)
-		e.m.cfg.Metrics.TaskRefused(n.ActionType, refused)
-	case refused == "":
-		log.Info("task created", "task_id", t.ID, "business_type", t.BusinessType)
-		e.m.cfg.Metrics.TaskCreated(n.ActionType)
 	}
+	switch refused {
+	case repository.RefusedClosed:
+		log.Debug("not creating task: the issue was closed after the event")
+	case repository.RefusedBudget:
+		log.Warn("task budget of the issue spent: not creating task", "budget_per_hour", e.m.cfg.Tasks.BudgetPerHour())
+	case "":
+		log.Info("task created", "task_id", t.ID, "business_type", t.BusinessType)
+	}
+	// Counted at once, inside the delivery's transaction, as the rules
+	// always were: the mapper has no hook after the commit.
+	e.m.cfg.Tasks.Report(out)
 	return t, refused == "", nil
 }
 

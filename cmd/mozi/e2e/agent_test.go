@@ -130,7 +130,7 @@ func (a *agentRun) record() func() {
 			return
 		}
 		defer f.Close()
-		fmt.Fprintf(f, "%s task=%d attempt=%d at=%d\n", what, a.task, a.attempt, time.Now().UnixNano())
+		fmt.Fprintf(f, "%s task=%d attempt=%d at=%d in=%s\n", what, a.task, a.attempt, time.Now().UnixNano(), runsIn())
 	}
 	lock, err := os.OpenFile(filepath.Join(home, ".e2e-lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err == nil && syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
@@ -146,6 +146,17 @@ func (a *agentRun) record() func() {
 			}
 		})
 	}
+}
+
+// runsIn says where this run is: "container" inside one (podman and
+// Docker leave a marker file at its root), else "host".
+func runsIn() string {
+	for _, marker := range []string{"/run/.containerenv", "/.dockerenv"} {
+		if _, err := os.Stat(marker); err == nil {
+			return "container"
+		}
+	}
+	return "host"
 }
 
 // call is a Gitea API call that retries what a busy Gitea answers with

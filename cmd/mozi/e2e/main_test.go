@@ -12,6 +12,7 @@ import (
 
 	"github.com/moziplus/mozi/repository/gitea/realgitea"
 	"github.com/moziplus/mozi/repository/pgtest"
+	"github.com/moziplus/mozi/spawner/backend/container/podmantest"
 )
 
 // The mozi binary under test, built once by TestMain.
@@ -35,6 +36,9 @@ func TestMain(m *testing.M) {
 	moziBin, moziBuildErr = buildMozi(dir)
 	code := pgtest.Main(m)
 	realgitea.StopShared()
+	if err := podmantest.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -1,6 +1,7 @@
 // Package conventions reads the plain-text conventions agents and humans use
 // in Gitea: sub-issue titles and Parent:/Depends: lines, Closes #N links,
-// branch names, @mentions and [Action Report] comments. Every function here
+// branch names (read by repository/task/conventions, which makes them),
+// @mentions and [Action Report] comments. Every function here
 // takes untrusted text and must not panic on any input.
 package conventions
 
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	branchname "github.com/moziplus/mozi/repository/task/conventions"
 )
 
 var (
@@ -20,8 +23,6 @@ var (
 	// Closes #3, fixes: #4, Resolves acme/widget#5 (GitHub/Gitea closing keywords).
 	closesRE = regexp.MustCompile(`(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?[ \t]+((?:[\w.-]+/[\w.-]+)?#\d+(?:[ \t]*,[ \t]*(?:[\w.-]+/[\w.-]+)?#\d+)*)`)
 	refRE    = regexp.MustCompile(`(?:([\w.-]+/[\w.-]+))?#(\d+)`)
-	// fix/3-empty-config, feat/2-token-bucket, docs/12-readme
-	branchRE = regexp.MustCompile(`^(?:[\w.-]+/)*[\w.-]+/(\d+)(?:-|$)`)
 )
 
 // maxNumber bounds issue numbers parsed from text (Gitea uses int64, mozi
@@ -111,22 +112,11 @@ func ClosingRefs(repo, title, body, branch string) []IssueRef {
 		}
 	}
 	if len(out) == 0 {
-		if n := BranchIssue(branch); n > 0 {
+		if n := branchname.BranchIssue(branch); n > 0 {
 			add(IssueRef{Repo: repo, Number: n})
 		}
 	}
 	return out
-}
-
-// BranchIssue reads the issue number from a branch named "<kind>/<N>-<brief>".
-func BranchIssue(branch string) int {
-	branch = strings.TrimPrefix(branch, "refs/heads/")
-	if m := branchRE.FindStringSubmatch(branch); m != nil {
-		if n, ok := atoi(m[1]); ok {
-			return n
-		}
-	}
-	return 0
 }
 
 var mentionRE = regexp.MustCompile(`(?:^|[^\w.@/-])@([A-Za-z0-9][A-Za-z0-9_.-]*)`)

@@ -70,21 +70,6 @@ func TestClosingRefs(t *testing.T) {
 	}
 }
 
-func TestBranchIssue(t *testing.T) {
-	t.Parallel()
-	for branch, want := range map[string]int{
-		"fix/3-empty-config":             3,
-		"refs/heads/feat/12-thing":       12,
-		"user/impl/7-x":                  7,
-		"docs/8":                         8,
-		"main":                           0,
-		"fix/empty-3":                    0,
-		"fix/99999999999999999999-large": 0,
-	} {
-		assert.Equal(t, want, BranchIssue(branch), branch)
-	}
-}
-
 func TestMentions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -28,7 +28,9 @@ import (
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner"
-	"github.com/moziplus/mozi/spawner/workspace"
+	"github.com/moziplus/mozi/spawner/backend/container"
+	"github.com/moziplus/mozi/spawner/backend/local/workspace"
+	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/templates/yamlpos"
 	"github.com/moziplus/mozi/ticker"
 	"github.com/moziplus/mozi/webhook"
@@ -51,10 +53,6 @@ const (
 // DefaultFile is read from the working directory when no file is named.
 const DefaultFile = "mozi.yaml"
 
-// DefaultShutdownGrace is how long running agents may finish when mozi
-// stops (spawner.shutdown_grace).
-const DefaultShutdownGrace = 30 * time.Second
-
 // Config is the whole configuration. Zero values mean "default"; Load fills
 // the defaults in.
 type Config struct {
@@ -73,6 +71,7 @@ type Config struct {
 	Ticker     Ticker     `yaml:"ticker"`
 	Workspace  Workspace  `yaml:"workspace"`
 	Sandbox    Sandbox    `yaml:"sandbox"`
+	Backend    Backend    `yaml:"backend"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
 
@@ -279,6 +278,60 @@ type Sandbox struct {
 	User string `yaml:"user"`
 }
 
+// Backend says where agents' processes run (docs/backends.md).
+type Backend struct {
+	// Kind is local (default: on this machine, in bubblewrap), container
+	// (a container per run, through the Docker Engine API of podman or
+	// Docker) or kubernetes (a Job per run).
+	Kind string `yaml:"kind"`
+	// Images name the image of each repository's runs (owner/name →
+	// image), over the agent's own image: the repository's toolchain.
+	Images    map[string]string `yaml:"images"`
+	Container Container         `yaml:"container"`
+	Kube      Kube              `yaml:"kubernetes"`
+}
+
+// Container configures the container backend.
+type Container struct {
+	// Socket is the engine's API socket (default: DOCKER_HOST's unix
+	// path, else /run/podman/podman.sock, else /var/run/docker.sock).
+	Socket string `yaml:"socket"`
+	// Network is the containers' network mode (default host: agents reach
+	// Gitea and their model API as mozi does).
+	Network string `yaml:"network"`
+	// Image is the image of agents that name none.
+	Image string `yaml:"image"`
+}
+
+// Kube configures the Kubernetes backend.
+type Kube struct {
+	// Kubeconfig is the kubeconfig file ("": in-cluster credentials).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the Jobs, pods and Secrets (default: the in-cluster
+	// service account's namespace, else default).
+	Namespace string `yaml:"namespace"`
+	// Remote is each repository's clone URL as pods reach it, with {repo}
+	// for owner/name (default: workspace.remote, else gitea.url's).
+	Remote string `yaml:"remote"`
+	// HostNetwork runs the pods in their node's network.
+	HostNetwork bool `yaml:"host_network"`
+	// PullPolicy of the images: IfNotPresent (default), Always or Never.
+	PullPolicy string `yaml:"pull_policy"`
+	// Image is the image of agents that name none; CheckoutImage the one
+	// of the init step that clones the repository (default: the agent's).
+	Image         string `yaml:"image"`
+	CheckoutImage string `yaml:"checkout_image"`
+	// TTLAfterFinished is how long a finished Job stays (default 10m).
+	TTLAfterFinished time.Duration `yaml:"ttl_after_finished"`
+}
+
+// Backend kinds.
+const (
+	BackendLocal      = "local"
+	BackendContainer  = "container"
+	BackendKubernetes = "kubernetes"
+)
+
 // Limits bound one agent run (sandboxed agents); 0 means no limit.
 type Limits struct {
 	// Memory each process may allocate (default 8GiB).
@@ -334,6 +387,9 @@ type Agent struct {
 	Home string `yaml:"home"`
 	// Limits bound each run (sandboxed agents).
 	Limits Limits `yaml:"limits"`
+	// Image is the container image the agent runs in on the container and
+	// kubernetes backends: its CLI and the toolchain it needs.
+	Image string `yaml:"image"`
 	// TokenFile is a file holding the agent's Gitea token (Docker or
 	// systemd secrets); an alternative to TokenEnv.
 	TokenFile string `yaml:"token_file"`
@@ -515,16 +571,10 @@ func secretFromEnv(getenv func(string) string, name string) (value, file string,
 }
 
 func (c *Config) applyDefaults() {
-	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8080"
-	}
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
 	c.MemoryLimit = cmp.Or(c.MemoryLimit, memory.DefaultLimit)
-	if c.Database.MaxConns == 0 {
-		c.Database.MaxConns = 16
-	}
-	if c.Gitea.BotUser == "" {
-		c.Gitea.BotUser = "mozi"
-	}
+	c.Database.MaxConns = cmp.Or(c.Database.MaxConns, DefaultDatabaseMaxConns)
+	c.Gitea.BotUser = cmp.Or(c.Gitea.BotUser, rules.DefaultBotUser)
 	c.Gitea.Timeout = cmp.Or(c.Gitea.Timeout, gitea.DefaultTimeout)
 	c.Gitea.RatePerSecond = cmp.Or(c.Gitea.RatePerSecond, gitea.DefaultRatePerSecond)
 	c.Gitea.Burst = cmp.Or(c.Gitea.Burst, gitea.DefaultBurst)
@@ -541,15 +591,9 @@ func (c *Config) applyDefaults() {
 	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, rules.DefaultBreakerComments)
 	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, rules.DefaultBreakerWindow)
 	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, rules.DefaultBreakerCooldown)
-	if c.Templates.Locale == "" {
-		c.Templates.Locale = "en"
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
+	c.Templates.Locale = cmp.Or(c.Templates.Locale, templates.DefaultLocale)
+	c.Log.Level = cmp.Or(c.Log.Level, DefaultLogLevel)
+	c.Log.Format = cmp.Or(c.Log.Format, DefaultLogFormat)
 	d := &c.Dispatcher
 	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, dispatcher.DefaultMaxConcurrency)
 	d.LeaseTTL = cmp.Or(d.LeaseTTL, dispatcher.DefaultLeaseTTL)
@@ -581,9 +625,7 @@ func (c *Config) applyDefaults() {
 	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, ticker.DefaultWatchdogQuiet)
 	for i := range c.Agents {
 		a := &c.Agents[i]
-		if a.MaxConcurrency == 0 {
-			a.MaxConcurrency = 1
-		}
+		a.MaxConcurrency = cmp.Or(a.MaxConcurrency, dispatcher.DefaultAgentConcurrency)
 		a.Timeout = cmp.Or(a.Timeout, spawner.DefaultTimeout)
 		if a.Workspace == "" {
 			// An agent given its own directory keeps working there, as it
@@ -595,16 +637,19 @@ func (c *Config) applyDefaults() {
 		}
 		a.Sandbox = cmp.Or(a.Sandbox, SandboxBwrap)
 		l := &a.Limits
-		l.Memory = cmp.Or(l.Memory, 8<<30)
-		l.Processes = cmp.Or(l.Processes, 1024)
-		l.CPUTime = cmp.Or(l.CPUTime, 2*time.Hour)
-		l.OpenFiles = cmp.Or(l.OpenFiles, 8192)
+		l.Memory = cmp.Or(l.Memory, DefaultAgentMemory)
+		l.Processes = cmp.Or(l.Processes, DefaultAgentProcesses)
+		l.CPUTime = cmp.Or(l.CPUTime, DefaultAgentCPUTime)
+		l.OpenFiles = cmp.Or(l.OpenFiles, DefaultAgentOpenFiles)
 	}
 	c.Workspace.KeepFinished = cmp.Or(c.Workspace.KeepFinished, workspace.DefaultKeepFinished)
 	c.Workspace.SweepEvery = cmp.Or(c.Workspace.SweepEvery, workspace.DefaultSweepEvery)
 	c.Workspace.CheckoutsPerRepo = cmp.Or(c.Workspace.CheckoutsPerRepo, workspace.DefaultCheckoutsPerRepo)
-	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, "bwrap")
-	c.Sandbox.User = cmp.Or(c.Sandbox.User, "nobody")
+	c.Sandbox.Bwrap = cmp.Or(c.Sandbox.Bwrap, DefaultBwrap)
+	c.Sandbox.User = cmp.Or(c.Sandbox.User, DefaultSandboxUser)
+	c.Backend.Kind = cmp.Or(c.Backend.Kind, BackendLocal)
+	c.Backend.Container.Network = cmp.Or(c.Backend.Container.Network, container.DefaultNetwork)
+	c.Backend.Kube.TTLAfterFinished = cmp.Or(c.Backend.Kube.TTLAfterFinished, DefaultKubeTTLAfterFinished)
 }
 
 // Agent workspace and sandbox modes.
@@ -695,6 +740,7 @@ func (c *Config) validate() error {
 	c.validateGitea(p)
 	c.validateWebhook(p)
 	c.validateEngine(p)
+	c.validateBackend(p)
 	c.validateAgents(p)
 	return p.err()
 }
@@ -905,6 +951,42 @@ func (c *Config) validateCommand(p *problems, key string, a Agent) {
 	}
 }
 
+// backendImage is the configured backend's default image.
+func (c *Config) backendImage() string {
+	switch c.Backend.Kind {
+	case BackendContainer:
+		return c.Backend.Container.Image
+	case BackendKubernetes:
+		return c.Backend.Kube.Image
+	}
+	return ""
+}
+
+// validateBackend checks the backend's kind and settings.
+func (c *Config) validateBackend(p *problems) {
+	switch c.Backend.Kind {
+	case BackendLocal, BackendContainer, BackendKubernetes:
+	default:
+		p.add("backend.kind", "%q is not local, container or kubernetes", c.Backend.Kind)
+	}
+	for repo := range c.Backend.Images {
+		if owner, name, ok := strings.Cut(repo, "/"); !ok || owner == "" || name == "" {
+			p.add("backend.images", "%q is not owner/name", repo)
+		}
+	}
+	switch c.Backend.Kube.PullPolicy {
+	case "", "IfNotPresent", "Always", "Never":
+	default:
+		p.add("backend.kubernetes.pull_policy", "%q is not IfNotPresent, Always or Never", c.Backend.Kube.PullPolicy)
+	}
+	if r := c.Backend.Kube.Remote; r != "" && !strings.Contains(r, "{repo}") {
+		p.add("backend.kubernetes.remote", "%q has no {repo} (owner/name) in it", r)
+	}
+	if c.Backend.Kube.TTLAfterFinished < 0 {
+		p.add("backend.kubernetes.ttl_after_finished", "must not be negative")
+	}
+}
+
 // validateRun checks where and how an agent runs: workspace, sandbox,
 // limits, token, concurrency, budgets, environment and role files.
 func (c *Config) validateRun(p *problems, key string, a Agent) {
@@ -919,6 +1001,10 @@ func (c *Config) validateRun(p *problems, key string, a Agent) {
 	}
 	if a.Sandbox != SandboxBwrap && a.Sandbox != SandboxNone {
 		p.add(key+".sandbox", "%q is not bwrap or none", a.Sandbox)
+	}
+	if c.Backend.Kind != BackendLocal && a.Image == "" && c.backendImage() == "" && len(c.Backend.Images) == 0 {
+		p.add(key+".image", "agent %s runs on the %s backend: name its image (or a default in backend.%s.image)",
+			a.Login, c.Backend.Kind, map[string]string{BackendContainer: "container", BackendKubernetes: "kubernetes"}[c.Backend.Kind])
 	}
 	if a.Limits.Memory < 0 || a.Limits.Processes < 0 || a.Limits.CPUTime < 0 || a.Limits.OpenFiles < 0 {
 		p.add(key+".limits", "limits must not be negative")

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/moziplus/mozi/cmd/mozi/internal/config"
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/spawner/backend/container"
+	"github.com/moziplus/mozi/spawner/backend/kube"
 	"github.com/moziplus/mozi/spawner/backend/local"
 )
 
@@ -55,6 +59,19 @@ func newBackendFor(cfg *config.Config, stateDir, owner string, logger *slog.Logg
 		return container.New(container.Config{Socket: cfg.Backend.Container.Socket, Owner: owner, Scope: places.Scope(),
 			User: places.User(), Network: cfg.Backend.Container.Network, Image: cfg.Backend.Container.Image, Places: places,
 			Logger: logger})
+	case config.BackendKubernetes:
+		k := cfg.Backend.Kube
+		tmpl := k.Remote
+		if tmpl == "" {
+			tmpl = cfg.Workspace.Remote
+		}
+		if tmpl == "" && cfg.Gitea.URL != "" {
+			tmpl = strings.TrimSuffix(cfg.Gitea.URL, "/") + "/{repo}.git"
+		}
+		return kube.New(kube.Config{Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, Owner: cmp.Or(owner, "prompt-render"),
+			Scope: local.RunScope(stateDir), RemoteURL: func(repo string) string { return strings.ReplaceAll(tmpl, "{repo}", repo) },
+			Image: k.Image, CheckoutImage: k.CheckoutImage, PullPolicy: corev1.PullPolicy(k.PullPolicy),
+			HostNetwork: k.HostNetwork, TTLAfterFinished: k.TTLAfterFinished, Logger: logger})
 	default:
 		return nil, fmt.Errorf("backend.kind: %q is not available in this build", cfg.Backend.Kind)
 	}

@@ -3,16 +3,21 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/spawner/backend/container/podmantest"
+	"github.com/moziplus/mozi/spawner/backend/kube/kubetest"
 )
 
 // TestE2EContainerBackendReviewRoundThenMerge is the review round of
@@ -48,4 +53,46 @@ func TestE2EContainerBackendReviewRoundThenMerge(t *testing.T) {
 		left := podmantest.Containers(t, socket, "mozi.task")
 		return len(left) == 0, strings.Join(left, ", ")
 	})
+}
+
+// TestE2EKubernetesBackendReviewRoundThenMerge is the same review round
+// with every agent's run a Job of a real one-node Kubernetes cluster: the
+// checkout made in the pod by its init step with the agent's token, the
+// output from the pod's log, each Job labelled with its task and attempt.
+func TestE2EKubernetesBackendReviewRoundThenMerge(t *testing.T) {
+	t.Parallel()
+	c := kubetest.Start(t)
+	// The agents are this test binary, in the image at its own path.
+	self, err := os.Executable()
+	require.NoError(t, err)
+	image := kubetest.ImageWith(t, "docker.io/mozi/e2e-agent:1", self)
+	w := newWorld(t, worldOptions{agents: reviewRoundAgents(""), tune: func(cfg map[string]any) {
+		section(cfg, "backend")["kind"] = "kubernetes"
+		section(cfg, "backend")["kubernetes"] = map[string]any{"kubeconfig": c.Kubeconfig, "namespace": c.Namespace,
+			"image": image, "pull_policy": "Never", "host_network": true, "ttl_after_finished": "1h"}
+		for _, a := range cfg["agents"].([]any) {
+			a.(map[string]any)["command"] = []string{self}
+		}
+	}})
+	w.reviewRoundThenMerge("Add a farewell", "Please add a farewell file.", 5*time.Minute)
+	w.waitRunsRecorded()
+	w.checkAttemptsApart()
+
+	// Every attempt was a Job of this world's tasks, labelled with it.
+	attempts := 0
+	for _, tk := range w.tasks() {
+		attempts += len(w.attemptsOf(tk.ID))
+	}
+	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "mozi.task"})
+	require.NoError(t, err)
+	ours := 0
+	for _, j := range jobs.Items {
+		for _, tk := range w.tasks() {
+			if j.Labels["mozi.task"] == strconv.FormatInt(tk.ID, 10) && j.Spec.Template.Spec.Containers[0].Image == image {
+				ours++
+				break
+			}
+		}
+	}
+	assert.Equal(t, attempts, ours, "one Job per attempt")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/moziplus/mozi/repository/gitea/realgitea"
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/spawner/backend/container/podmantest"
+	"github.com/moziplus/mozi/spawner/backend/kube/kubetest"
 )
 
 // The mozi binary under test, built once by TestMain.
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 	if err := podmantest.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 	}
+	kubetest.Stop()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"testing"
 )
 
 // TestImage is the name importImage gives the test image.
@@ -16,7 +18,31 @@ const TestImage = "docker.io/mozi/kubetest:1"
 // importImage builds the test image from the host's binaries (no registry
 // here): Debian's static busybox for the shell and its applets, and git
 // with its HTTP transport and the shared libraries both load.
-func importImage() (string, error) {
+func importImage() (string, error) { return buildImage(TestImage) }
+
+// ImageWith imports, once per name, the test image with more of this
+// machine's programs in it, each at its own path with its libraries (a
+// test binary built with -race, say). It returns the image's name.
+func ImageWith(t testing.TB, name string, programs ...string) string {
+	t.Helper()
+	Start(t)
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	if !images[name] {
+		if _, err := buildImage(name, programs...); err != nil {
+			t.Fatalf("kubetest: image %s: %v", name, err)
+		}
+		images[name] = true
+	}
+	return name
+}
+
+var (
+	imagesMu sync.Mutex
+	images   = map[string]bool{}
+)
+
+func buildImage(name string, programs ...string) (string, error) {
 	root, err := os.MkdirTemp("", "mozi-kubetest-rootfs-")
 	if err != nil {
 		return "", err
@@ -45,7 +71,7 @@ func importImage() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bins := []string{gitBin, filepath.Join(strings.TrimSpace(string(gitExec)), "git-remote-http")}
+	bins := append([]string{gitBin, filepath.Join(strings.TrimSpace(string(gitExec)), "git-remote-http")}, programs...)
 	for _, b := range bins {
 		if err := copyWithLibs(b, root); err != nil {
 			return "", err
@@ -76,7 +102,7 @@ func importImage() (string, error) {
 	}
 	tar := root + ".tar"
 	defer func() { _ = os.Remove(tar) }()
-	for _, args := range [][]string{{"mkimage", root, TestImage, tar}, {"import", tar}} {
+	for _, args := range [][]string{{"mkimage", root, name, tar}, {"import", tar}} {
 		cmd := exec.Command(script, args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -84,7 +110,7 @@ func importImage() (string, error) {
 			return "", fmt.Errorf("%s %s: %w: %s", script, args[0], err, strings.TrimSpace(stderr.String()))
 		}
 	}
-	return TestImage, nil
+	return name, nil
 }
 
 // copyWithLibs copies the program at path into root at the same path, with

@@ -66,6 +66,14 @@ func Start(t testing.TB) *Cluster {
 // started it (MOZI_KUBE_KEEP=1 leaves it up for the next run).
 func Main(m *testing.M) {
 	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the cluster if this binary started it (MOZI_KUBE_KEEP=1
+// leaves it up), else removes this binary's namespace. For a TestMain
+// that cannot use Main.
+func Stop() {
 	if startedHere && os.Getenv("MOZI_KUBE_KEEP") != "1" {
 		cmd := exec.Command(script, "down")
 		cmd.Stderr = os.Stderr
@@ -77,7 +85,6 @@ func Main(m *testing.M) {
 		_ = cluster.Client.CoreV1().Namespaces().Delete(ctx, cluster.Namespace, metav1.DeleteOptions{})
 		cancel()
 	}
-	os.Exit(code)
 }
 
 func start() (*Cluster, error) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,21 +77,29 @@ func TestE2EKubernetesBackendReviewRoundThenMerge(t *testing.T) {
 	w.waitRunsRecorded()
 	w.checkAttemptsApart()
 
-	// Every attempt was a Job of this world's tasks, labelled with it.
-	attempts := 0
+	// Every run was a Job: mozi says so as it starts each, each attempt's
+	// log is the pod's output, and the sweep removes the Jobs of the
+	// finished tasks.
+	starts := strings.Count(w.mozi.log.String(), `msg="agent started"`)
+	assert.Equal(t, starts, strings.Count(w.mozi.log.String(), "backend=kubernetes dir=/workspace"), "every run on the cluster")
 	for _, tk := range w.tasks() {
-		attempts += len(w.attemptsOf(tk.ID))
-	}
-	jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "mozi.task"})
-	require.NoError(t, err)
-	ours := 0
-	for _, j := range jobs.Items {
-		for _, tk := range w.tasks() {
-			if j.Labels["mozi.task"] == strconv.FormatInt(tk.ID, 10) && j.Spec.Template.Spec.Containers[0].Image == image {
-				ours++
-				break
-			}
+		for _, a := range w.attemptsOf(tk.ID) {
+			log, err := os.ReadFile(a.LogPath)
+			require.NoError(t, err)
+			assert.Contains(t, string(log), "e2e agent "+tk.Agent, "task %d attempt %d: the pod's output", tk.ID, a.Attempt)
 		}
 	}
-	assert.Equal(t, attempts, ours, "one Job per attempt")
+	w.eventually("the finished tasks' Jobs swept", time.Minute, func() (bool, string) {
+		jobs, err := c.Client.BatchV1().Jobs(c.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "mozi.task"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, j := range jobs.Items {
+			if len(j.Spec.Template.Spec.Containers) > 0 && j.Spec.Template.Spec.Containers[0].Image == image {
+				left = append(left, j.Name)
+			}
+		}
+		return len(left) == 0, strings.Join(left, ", ")
+	})
 }

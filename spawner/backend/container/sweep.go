@@ -68,7 +68,9 @@ func (b *Backend) sweepContainers(ctx context.Context, l backend.Ledger) (int, e
 	for _, r := range runs {
 		// A task the ledger does not know is gone: its run is over.
 		end, known := ends[r.task]
-		if known && !end.Terminal && end.RunningAttempt == r.attempt && end.LeaseOwner == r.owner || b.isLive(r.id) {
+		// A run whose task ended meanwhile keeps its lease until its
+		// outcome is recorded: while it does, it is live.
+		if known && end.LeaseOwner != "" && end.RunningAttempt == r.attempt && end.LeaseOwner == r.owner || b.isLive(r.id) {
 			continue
 		}
 		// The agent of a dead replica gets no grace: like a local

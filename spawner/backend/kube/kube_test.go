@@ -245,7 +245,18 @@ func TestSweepDeletesADeadReplicasJob(t *testing.T) {
 	default:
 	}
 
-	// Its task over, the live one goes too.
+	// Its task ended while its run goes on (still holding the lease): kept.
+	l[live] = backend.TaskEnd{Terminal: true, RunningAttempt: 1, LeaseOwner: "replica-b"}
+	res, err = a.Sweep(t.Context(), l)
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Ended, "a run of an ended task that still holds its lease is live")
+	select {
+	case <-procB.Done():
+		t.Fatalf("the live run's job was swept: %+v", procB.Exit())
+	default:
+	}
+
+	// Its run's outcome recorded (the lease dropped), it goes too.
 	l[live] = backend.TaskEnd{Terminal: true}
 	res, err = a.Sweep(t.Context(), l)
 	require.NoError(t, err)

@@ -12,9 +12,10 @@ import (
 	"github.com/moziplus/mozi/spawner/backend"
 )
 
-// Sweep implements backend.Backend: it deletes this scope's Jobs whose task
-// is over or unknown to the ledger, and those of an attempt or a lease
-// owner that is no longer the task's (a dead replica's), with their pods;
+// Sweep implements backend.Backend: it deletes this scope's Jobs that no run
+// holds (their task's lease is gone, or the task is unknown to the ledger)
+// and those of an attempt or a lease owner that is no longer the task's (a
+// dead replica's), with their pods;
 // and Secrets a start left without a Job. A live Job of the running
 // attempt and owner is never touched, whichever replica owns it.
 func (b *Backend) Sweep(ctx context.Context, l backend.Ledger) (backend.SweepResult, error) {
@@ -83,9 +84,11 @@ func stale(l map[string]string, ends map[int64]backend.TaskEnd) bool {
 		return false // not mozi's to judge
 	}
 	e, ok := ends[id]
-	if !ok || e.Terminal {
-		return true
+	if !ok || e.LeaseOwner == "" {
+		return true // its task is gone, or no run holds it
 	}
+	// A run whose task ended meanwhile (merged while its agent was still
+	// posting) keeps its lease until its outcome is recorded: it is live.
 	return l[backend.LabelAttempt] != strconv.Itoa(e.RunningAttempt) || l[backend.LabelOwner] != labelValue(e.LeaseOwner)
 }
 

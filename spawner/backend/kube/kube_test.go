@@ -136,8 +136,12 @@ func TestExitZeroStreamsOutputInOrder(t *testing.T) {
 	for i := 1; i <= 300; i++ {
 		fmt.Fprintf(&want, "line %d\n", i)
 	}
-	want.WriteString("err\n")
-	require.Equal(t, want.String(), out.String())
+	// stdout keeps its order; stderr is another pipe, which the container
+	// runtime's log interleaves by arrival: its line is there once,
+	// anywhere.
+	got := out.String()
+	require.Equal(t, 1, strings.Count(got, "err\n"), got)
+	require.Equal(t, want.String(), strings.Replace(got, "err\n", "", 1))
 }
 
 func TestExitNonZero(t *testing.T) {

@@ -61,15 +61,16 @@ func newBackendFor(cfg *config.Config, stateDir, owner string, logger *slog.Logg
 			Logger: logger})
 	case config.BackendKubernetes:
 		k := cfg.Backend.Kube
-		tmpl := k.Remote
-		if tmpl == "" {
-			tmpl = cfg.Workspace.Remote
+		clone := remoteURL(cfg) // nil without gitea.url or workspace.remote: kube.New says so
+		if k.Remote != "" {
+			clone = func(repo string) (string, error) { return strings.ReplaceAll(k.Remote, "{repo}", repo), nil }
 		}
-		if tmpl == "" && cfg.Gitea.URL != "" {
-			tmpl = strings.TrimSuffix(cfg.Gitea.URL, "/") + "/{repo}.git"
+		var remote func(string) string
+		if clone != nil {
+			remote = func(repo string) string { u, _ := clone(repo); return u }
 		}
 		return kube.New(kube.Config{Kubeconfig: k.Kubeconfig, Namespace: k.Namespace, Owner: cmp.Or(owner, "prompt-render"),
-			Scope: local.RunScope(stateDir), RemoteURL: func(repo string) string { return strings.ReplaceAll(tmpl, "{repo}", repo) },
+			Scope: local.RunScope(stateDir), RemoteURL: remote,
 			Image: k.Image, CheckoutImage: k.CheckoutImage, PullPolicy: corev1.PullPolicy(k.PullPolicy),
 			HostNetwork: k.HostNetwork, TTLAfterFinished: k.TTLAfterFinished, Logger: logger})
 	default:

@@ -1,7 +1,6 @@
 package container_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/backendtest"
 	"github.com/moziplus/mozi/spawner/backend/container"
 	"github.com/moziplus/mozi/spawner/backend/container/podmantest"
 )
@@ -139,22 +138,7 @@ func waitDone(t testing.TB, pr backend.Process) {
 }
 
 // output is a run's output as the spawner would collect it.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(b []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(b)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+type output struct{ backendtest.Output }
 
 // waitFor polls until the output holds s.
 func (o *output) waitFor(t testing.TB, s string) {

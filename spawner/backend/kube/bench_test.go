@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/backendtest"
 	"github.com/moziplus/mozi/spawner/backend/kube"
 	"github.com/moziplus/mozi/spawner/backend/kube/kubetest"
 )
@@ -27,7 +28,7 @@ func BenchmarkJobStartToExit(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		proc, err := be.Start(b.Context(), p, backend.Step{TaskID: r.TaskID, Attempt: 1, Argv: []string{"/bin/true"}}, &buffer{})
+		proc, err := be.Start(b.Context(), p, backend.Step{TaskID: r.TaskID, Attempt: 1, Argv: []string{"/bin/true"}}, &backendtest.Output{})
 		if err != nil {
 			b.Fatal(err)
 		}

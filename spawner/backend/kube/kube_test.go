@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/json"
@@ -17,29 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/moziplus/mozi/spawner/backend"
+	"github.com/moziplus/mozi/spawner/backend/backendtest"
 	"github.com/moziplus/mozi/spawner/backend/kube"
 	"github.com/moziplus/mozi/spawner/backend/kube/kubetest"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
-
-// buffer is an io.Writer tests read while a process writes.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 type env struct {
 	c   *kubetest.Cluster
@@ -83,7 +65,7 @@ func taskID() int64 {
 
 // start prepares and starts argv for a fresh task; the process is stopped
 // when the test ends.
-func start(t *testing.T, b *kube.Backend, r backend.Run, s backend.Step) (backend.Process, *buffer) {
+func start(t *testing.T, b *kube.Backend, r backend.Run, s backend.Step) (backend.Process, *backendtest.Output) {
 	t.Helper()
 	if r.TaskID == 0 {
 		r.TaskID = taskID()
@@ -94,7 +76,7 @@ func start(t *testing.T, b *kube.Backend, r backend.Run, s backend.Step) (backen
 	require.NoError(t, err)
 	s.TaskID, s.Attempt, s.Repo, s.Agent = r.TaskID, r.Attempt, r.Repo, r.Agent
 	s.KillGrace = max(s.KillGrace, time.Second)
-	out := &buffer{}
+	out := &backendtest.Output{}
 	proc, err := b.Start(t.Context(), p, s, out)
 	require.NoError(t, err)
 	t.Cleanup(func() { proc.Stop(0) })
@@ -377,7 +359,7 @@ func TestUnschedulableIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	s := sh(`true`)
 	s.TaskID, s.Attempt, s.Agent = id, 1, r.Agent
-	_, err = b.Start(t.Context(), p, s, &buffer{})
+	_, err = b.Start(t.Context(), p, s, &backendtest.Output{})
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 	require.Contains(t, err.Error(), "Unschedulable")
 	sel := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%d", backend.LabelTask, id)}
@@ -404,7 +386,7 @@ current-context: c
 	r := backend.Run{TaskID: 1, Attempt: 1}
 	p, err := b.Prepare(t.Context(), r)
 	require.NoError(t, err)
-	_, err = b.Start(t.Context(), p, backend.Step{TaskID: 1, Attempt: 1, Argv: []string{"true"}}, &buffer{})
+	_, err = b.Start(t.Context(), p, backend.Step{TaskID: 1, Attempt: 1, Argv: []string{"true"}}, &backendtest.Output{})
 	require.ErrorIs(t, err, backend.ErrUnavailable)
 	_, err = b.Sweep(t.Context(), ledger{})
 	require.ErrorIs(t, err, backend.ErrUnavailable)

@@ -355,11 +355,7 @@ func (d *doctor) checkImageAgents(cfg *config.Config) {
 		if a.Disabled {
 			bad = verdictWarn
 		}
-		image := a.Image
-		if image == "" {
-			image = map[string]string{config.BackendContainer: cfg.Backend.Container.Image,
-				config.BackendKubernetes: cfg.Backend.Kube.Image}[cfg.Backend.Kind]
-		}
+		image := cmp.Or(a.Image, cfg.BackendImage())
 		switch {
 		case image == "" && len(cfg.Backend.Images) == 0:
 			d.report(bad, subject, "no image to run in on the "+cfg.Backend.Kind+" backend", "set its image, or the backend's default image")

@@ -951,8 +951,8 @@ func (c *Config) validateCommand(p *problems, key string, a Agent) {
 	}
 }
 
-// backendImage is the configured backend's default image.
-func (c *Config) backendImage() string {
+// BackendImage is the configured backend's default image.
+func (c *Config) BackendImage() string {
 	switch c.Backend.Kind {
 	case BackendContainer:
 		return c.Backend.Container.Image
@@ -1002,7 +1002,7 @@ func (c *Config) validateRun(p *problems, key string, a Agent) {
 	if a.Sandbox != SandboxBwrap && a.Sandbox != SandboxNone {
 		p.add(key+".sandbox", "%q is not bwrap or none", a.Sandbox)
 	}
-	if c.Backend.Kind != BackendLocal && a.Image == "" && c.backendImage() == "" && len(c.Backend.Images) == 0 {
+	if c.Backend.Kind != BackendLocal && a.Image == "" && c.BackendImage() == "" && len(c.Backend.Images) == 0 {
 		p.add(key+".image", "agent %s runs on the %s backend: name its image (or a default in backend.%s.image)",
 			a.Login, c.Backend.Kind, map[string]string{BackendContainer: "container", BackendKubernetes: "kubernetes"}[c.Backend.Kind])
 	}

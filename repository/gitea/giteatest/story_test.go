@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func recordedStory(t *testing.T) *story {
 	t.Helper()
 	g := realgitea.Shared(t)
 	storyOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*storyWait)
 		defer cancel()
 		start := time.Now()
 		theStory, storyErr = buildStory(ctx, g)
@@ -233,20 +234,31 @@ func (s *story) commit(ctx context.Context, who as, repo, branch, newBranch, pat
 // merge merges a pull request as login, waiting while Gitea still checks
 // whether it can be merged.
 func (s *story) merge(ctx context.Context, repo string, number int, login string) error {
-	return s.eventually(ctx, fmt.Sprintf("merge %s#%d", repo, number), func() (bool, error) {
+	var refusal string
+	err := s.eventually(ctx, fmt.Sprintf("merge %s#%d", repo, number), func() (bool, error) {
 		err := s.g.Call(ctx, s.users[login].Credentials(), http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", repo, number),
 			map[string]any{"Do": "merge"}, nil)
 		var apiErr *realgitea.APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusMethodNotAllowed {
+			refusal = strings.TrimSpace(apiErr.Body)
 			return false, nil // "Please try again later": the mergeability check is still running
 		}
 		return err == nil, err
 	})
+	if err != nil && refusal != "" {
+		return fmt.Errorf("%w (Gitea's last refusal: %s)", err, refusal)
+	}
+	return err
 }
 
-// eventually polls done until it holds, fails, or 30 s pass.
+// storyWait bounds each wait on Gitea's background queues. Gitea checks a
+// pull request's mergeability in a queue; with the e2e suites running beside
+// this one on two cores, CI saw that check take over 30 s.
+const storyWait = 2 * time.Minute
+
+// eventually polls done until it holds, fails, or storyWait passes.
 func (s *story) eventually(ctx context.Context, what string, done func() (bool, error)) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(storyWait)
 	for {
 		ok, err := done()
 		switch {
@@ -255,7 +267,7 @@ func (s *story) eventually(ctx context.Context, what string, done func() (bool, 
 		case ok:
 			return nil
 		case time.Now().After(deadline):
-			return fmt.Errorf("%s: not within 30 s", what)
+			return fmt.Errorf("%s: not within %s", what, storyWait)
 		}
 		select {
 		case <-ctx.Done():

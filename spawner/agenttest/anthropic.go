@@ -54,6 +54,9 @@ func (f *Server) anthropic(w http.ResponseWriter, r *http.Request, req *Request)
 		names = append(names, t.Name)
 	}
 	shell := pickShell(names)
+	if shell != "" && f.limited(w, req, false) {
+		return
+	}
 	var blocks []map[string]any
 	var usage Usage
 	stop := "end_turn"

@@ -98,6 +98,9 @@ func (f *Server) responses(w http.ResponseWriter, r *http.Request, req *Request)
 		}
 	}
 	shell := pickShell(names)
+	if shell != "" && f.limited(w, req, true) {
+		return
+	}
 	session, running := in.stillRunning()
 	var item map[string]any
 	var usage Usage

@@ -54,15 +54,19 @@ type Script struct {
 	// Then is more shell the tool turn runs after writing the file (a
 	// commit and a push, say); empty for none.
 	Then string
+	// Limit, when set, refuses the first model requests with the
+	// provider's usage-limit answer.
+	Limit *Limit
 }
 
 // Turns the server tells apart.
 const (
-	TurnTool  = "tool"  // the first turn: a tool call
-	TurnFinal = "final" // a tool result came back: the answer
-	TurnPoll  = "poll"  // the tool's command still runs: wait for it (codex), reporting no usage
-	TurnAux   = "aux"   // a request without a shell tool (titles and the like)
-	TurnOther = "other" // not a model request
+	TurnTool    = "tool"    // the first turn: a tool call
+	TurnFinal   = "final"   // a tool result came back: the answer
+	TurnPoll    = "poll"    // the tool's command still runs: wait for it (codex), reporting no usage
+	TurnAux     = "aux"     // a request without a shell tool (titles and the like)
+	TurnLimited = "limited" // refused with the usage limit (Script.Limit)
+	TurnOther   = "other"   // not a model request
 )
 
 // Request is one request the server got.
@@ -87,6 +91,7 @@ type Server struct {
 	mu       sync.Mutex
 	requests []Request
 	errs     []string
+	refused  int // requests refused by Script.Limit
 }
 
 // NewServer starts a fake model endpoint for t; it stops when t ends.

@@ -63,8 +63,8 @@ func (q *Queries) OpenDependencies(ctx context.Context, id int64) ([]int, error)
 // claimSQL picks due tasks: pending, not_before passed, their repository's
 // circuit breaker closed, for issue work
 // their Depends: and blocked-by issues not open (notifications, reviews and
-// mentions do not wait for dependencies), their agent enabled and under its
-// limit, no run of the same agent live on the same issue; highest priority
+// mentions do not wait for dependencies), their agent enabled, not paused at
+// a usage limit (agent_pauses) and under its limit, no run of the same agent live on the same issue; highest priority
 // first; at most one per (issue, agent) per claim. Rows another
 // transaction holds are skipped.
 //
@@ -77,6 +77,8 @@ func (q *Queries) OpenDependencies(ctx context.Context, id int64) ([]int, error)
 var claimSQL = `
 WITH agents AS (
     SELECT login, lim FROM unnest($1::text[], $2::int[]) AS a(login, lim)
+    -- An agent whose credential hit a usage limit waits for its reset.
+    WHERE NOT EXISTS (SELECT 1 FROM agent_pauses p WHERE p.agent = a.login AND p.until > now())
 ), free AS MATERIALIZED (
     SELECT a.login, a.lim - COALESCE((
         SELECT count(*) FROM task_state r

@@ -37,6 +37,10 @@ type Agent struct {
 	// PresetEnv are the preset's own variables (Resolved.Env), set before
 	// PassEnv and Env, which win over them.
 	PresetEnv map[string]string
+	// Credential names the provider account the agent's CLI runs on:
+	// agents on one account are paused together at its usage limit
+	// (default: a hash of its provider key, else the agent alone).
+	Credential string
 }
 
 // Resolved is an agent's command as mozi runs it.

@@ -61,6 +61,16 @@ func Judge(p Policy, t task.Task, r Result, now time.Time) Verdict {
 		return Verdict{Event: task.EventInterrupt, Change: repository.Change{LeaseOwner: p.Owner,
 			NotBefore: now.Add(wait), HeldFor: task.HeldForBackend, Error: r.Err},
 			Message: "backend could not take the run; the task waits", Warn: true}
+	case r.Outcome == OutcomePaused:
+		// The account's usage limit, not the task: it waits for the reset
+		// (Spawner.pause settled it), not counted as a failure.
+		until := r.Reset
+		if until.IsZero() {
+			until = now.Add(task.Backoff(t.Holds+1, p.HoldBase, p.HoldMax))
+		}
+		return Verdict{Event: task.EventInterrupt, Change: repository.Change{LeaseOwner: p.Owner,
+			NotBefore: until, HeldFor: task.HeldForUsageLimit, Error: r.Err},
+			Message: "agent paused at its account's usage limit; the task waits for the reset", Warn: true}
 	case r.Outcome == OutcomeSucceeded || t.ActionType.Notification() && r.Outcome != OutcomeSpawnError:
 		if t.ActionType.FinishedOnExit() {
 			return Verdict{Event: task.EventComplete, Change: repository.Change{Actor: t.Agent}, Reclaim: true,
@@ -99,7 +109,13 @@ func (s *Spawner) finish(ctx context.Context, log *slog.Logger, t task.Task, att
 	}
 	s.cfg.Metrics.finished(t, r)
 	log = log.With("outcome", r.Outcome, "duration", r.Duration.Round(time.Millisecond).String())
-	v := Judge(s.policy(), t, r, time.Now())
+	now := time.Now()
+	if r.Outcome == OutcomePaused {
+		r = s.pause(ctx, log, t, r, now)
+		attempt.Error = r.Err
+		log = log.With("until", r.Reset.UTC().Format(time.RFC3339))
+	}
+	v := Judge(s.policy(), t, r, now)
 	switch v.Event {
 	case task.EventRetry:
 		log = log.With("error", r.Err, "retry_in", v.Retry.Round(time.Second).String(), "retries_left", t.MaxRetries-t.RetryCount-1)

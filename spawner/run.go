@@ -53,6 +53,9 @@ type Result struct {
 	TokensIn  int64
 	TokensOut int64
 	CostUSD   float64
+	// Reset is when the usage limit a paused run hit resets (zero: the
+	// CLI gave none).
+	Reset time.Time
 }
 
 // Outcomes of a run, as recorded in task_attempts (the list is
@@ -67,6 +70,7 @@ const (
 	OutcomeLeaseLost   = task.AttemptLost
 	OutcomeStopped     = task.AttemptStopped
 	OutcomeUnavailable = task.AttemptUnavailable
+	OutcomePaused      = task.AttemptPaused
 )
 
 // ErrLeaseLost cancels a run whose task another runner took over.
@@ -111,6 +115,7 @@ func (s *Spawner) execute(ctx context.Context, pl backend.Place, run backend.Run
 
 	tail := newTail(tailBytes)
 	usage := newUsageMeter(c.Usage, c.MaxCostUSD, c.MaxTokens)
+	limits := newLimitWatch(c.Usage, time.Now)
 	logw := &logWriter{f: logFile}
 	secrets := c.Secrets
 	for _, kv := range c.Env {
@@ -118,7 +123,7 @@ func (s *Spawner) execute(ctx context.Context, pl backend.Place, run backend.Run
 			secrets = append(slices.Clip(secrets), tok)
 		}
 	}
-	redact := newRedactor(io.MultiWriter(logw, tail, usage), secrets)
+	redact := newRedactor(io.MultiWriter(logw, tail, usage, limits), secrets)
 	out := &lockedWriter{w: redact}
 
 	timeout := c.Timeout
@@ -173,6 +178,9 @@ func (s *Spawner) execute(ctx context.Context, pl backend.Place, run backend.Run
 		res.Outcome = OutcomeFailed
 		if exit.Code == 0 && exit.Why == "" {
 			res.Outcome = OutcomeSucceeded
+		}
+		if hit, reset := limits.limit(); hit && res.Outcome == OutcomeFailed {
+			res.Outcome, res.Reset, res.Err = OutcomePaused, reset, limitReason(reset)
 		}
 		if exit.Lingered {
 			fmt.Fprintf(logw, "\nmozi: exited 0; a process it left running still held its output %s later and was killed\n", grace)

@@ -77,6 +77,13 @@ type Config struct {
 	// kept on disk for the next start. Nothing else stops the recording,
 	// however long the database is away (nil: nothing).
 	Done <-chan struct{}
+	// Pauses records the usage limits agents hit, so that every agent on
+	// the same credential waits for the reset (nil: only the task waits).
+	Pauses Pauser
+	// MaxResumesPerDay caps the unattended resumes of a credential per
+	// day (UTC); past it its tasks wait for a person (default
+	// DefaultMaxResumesPerDay).
+	MaxResumesPerDay int
 }
 
 // Spawner runs a claimed task's agent and moves the task by the outcome.
@@ -108,6 +115,9 @@ func New(cfg Config, store Store, b backend.Backend, prompter Prompter) *Spawner
 	}
 	if cfg.HoldMax <= 0 {
 		cfg.HoldMax = DefaultHoldMax
+	}
+	if cfg.MaxResumesPerDay <= 0 {
+		cfg.MaxResumesPerDay = DefaultMaxResumesPerDay
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = DefaultKillGrace

@@ -114,7 +114,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		HoldBase: cfg.Dispatcher.HoldBase, HoldMax: cfg.Dispatcher.HoldMax,
 		TailBytes: cfg.Spawner.OutputTailBytes, KillGrace: cfg.Spawner.KillGrace, Getenv: getenv,
 		Logger: logger, Metrics: spawner.NewMetrics(reg), Notices: notices, Images: cfg.Backend.Images,
-		Done: en.runCtx.Done(),
+		Done: en.runCtx.Done(), Pauses: store, MaxResumesPerDay: cfg.UsageLimits.MaxUnattendedResumesPerDay,
 	}, store, en.backend, assembler)
 	en.dispatcher = dispatcher.New(dispatcher.Config{
 		Owner: en.owner, MaxConcurrency: cfg.Dispatcher.MaxConcurrency, Agents: dispAgents,

@@ -161,5 +161,6 @@ func spawnerAgent(a config.Agent, stateDir string) (spawner.Agent, error) {
 		Limits: backend.Limits{MemoryBytes: int64(a.Limits.Memory), Processes: a.Limits.Processes,
 			CPUTime: a.Limits.CPUTime, OpenFiles: a.Limits.OpenFiles}},
 		Timeout: a.Timeout, TokenEnv: a.TokenEnv, TokenFile: a.TokenFile, Usage: cmd.Usage,
-		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, Env: a.Env, PassEnv: a.PassEnv, PresetEnv: cmd.Env}, nil
+		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, Env: a.Env, PassEnv: a.PassEnv, PresetEnv: cmd.Env,
+		Credential: a.Credential}, nil
 }

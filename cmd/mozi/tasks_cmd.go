@@ -117,6 +117,7 @@ var taskVerbs = map[string]taskVerb{
 	"show":   {takesID: true, run: taskShow},
 	"retry":  {takesID: true, run: taskRetry},
 	"cancel": {takesID: true, run: taskCancel},
+	"resume": {takesID: true, run: taskResume},
 	"create": {run: taskCreate},
 }
 

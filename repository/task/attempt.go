@@ -17,11 +17,14 @@ const (
 	// AttemptUnavailable: the execution backend could not take the run (a
 	// cluster out of reach); the task waits, not counted as a failure.
 	AttemptUnavailable = "backend_unavailable"
+	// AttemptPaused: the agent's account hit a usage limit; the task
+	// waits for its reset, not counted as a failure.
+	AttemptPaused = "paused"
 )
 
 // AttemptOutcomes is every outcome an attempt can end with: the one list.
 var AttemptOutcomes = []string{AttemptSucceeded, AttemptFailed, AttemptTimeout, AttemptBudget, AttemptInterrupted,
-	AttemptRescued, AttemptSpawnError, AttemptLost, AttemptStopped, AttemptUnavailable}
+	AttemptRescued, AttemptSpawnError, AttemptLost, AttemptStopped, AttemptUnavailable, AttemptPaused}
 
 // Attempt is one spawn of an agent for a task.
 type Attempt struct {

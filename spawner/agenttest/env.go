@@ -27,6 +27,10 @@ const (
 // FakeAPIKey is the key every CLI sends; the server accepts anything.
 const FakeAPIKey = "sk-agenttest-not-a-secret"
 
+// FakeOAuthToken is Claude Code's subscription token under
+// Script.Subscription.
+const FakeOAuthToken = "sk-ant-oat01-agenttest-not-a-secret"
+
 // TokensIn is what a run of the script reads, as mozi counts it; openAI:
 // on the OpenAI wire, which has no cache writes.
 func (s Script) TokensIn(openAI bool) int64 {
@@ -69,6 +73,10 @@ func (f *Server) Env(preset, home string) (map[string]string, error) {
 	case "claude-code":
 		env["ANTHROPIC_BASE_URL"] = f.URL
 		env["ANTHROPIC_API_KEY"] = FakeAPIKey
+		if f.script.Subscription {
+			delete(env, "ANTHROPIC_API_KEY")
+			env["CLAUDE_CODE_OAUTH_TOKEN"] = FakeOAuthToken
+		}
 		env["ANTHROPIC_MODEL"] = AnthropicModel
 		// Telemetry, error reports, the auto-updater and other traffic
 		// that is not the model's (without it Claude Code resolves

@@ -57,6 +57,10 @@ type Script struct {
 	// Limit, when set, refuses the first model requests with the
 	// provider's usage-limit answer.
 	Limit *Limit
+	// Subscription signs Claude Code in with a subscription's OAuth token
+	// (FakeOAuthToken) instead of an API key: only then does it read the
+	// usage-limit headers and report the reset.
+	Subscription bool
 }
 
 // Turns the server tells apart.

@@ -74,6 +74,8 @@ type Config struct {
 	Backend    Backend    `yaml:"backend"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
+	// UsageLimits: an agent's account at its usage limit (usagelimits.go).
+	UsageLimits UsageLimits `yaml:"usage_limits"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -421,6 +423,11 @@ type Agent struct {
 	// PassEnv names variables of mozi's environment the agent gets too
 	// (an API key its CLI needs); MOZI_* variables are never passed.
 	PassEnv []string `yaml:"pass_env"`
+	// Credential names the provider account (API key or subscription)
+	// the agent's CLI runs on: agents naming the same one are paused
+	// together at its usage limit. Default: a hash of the first provider
+	// key it gets (ANTHROPIC_API_KEY, OPENAI_API_KEY…), else its own.
+	Credential string `yaml:"credential"`
 }
 
 // Load reads the configuration. path is the --config flag; when empty,
@@ -572,6 +579,7 @@ func secretFromEnv(getenv func(string) string, name string) (value, file string,
 
 func (c *Config) applyDefaults() {
 	c.Listen = cmp.Or(c.Listen, DefaultListen)
+	c.applyUsageLimitDefaults()
 	c.MemoryLimit = cmp.Or(c.MemoryLimit, memory.DefaultLimit)
 	c.Database.MaxConns = cmp.Or(c.Database.MaxConns, DefaultDatabaseMaxConns)
 	c.Gitea.BotUser = cmp.Or(c.Gitea.BotUser, rules.DefaultBotUser)
@@ -742,6 +750,7 @@ func (c *Config) validate() error {
 	c.validateEngine(p)
 	c.validateBackend(p)
 	c.validateAgents(p)
+	c.validateUsageLimits(p)
 	return p.err()
 }
 

@@ -19,9 +19,9 @@ type Pause struct {
 }
 
 // PauseCredential records p for each of its agents (a later until wins)
-// and returns how many unattended resumes the credential has today (UTC),
-// this one included when counted: each new reset time counts once,
-// however many runs hit the same limit.
+// and returns how many unattended resumes the credential has on the day
+// (UTC) of p.Until, this one included when counted: each new reset time
+// counts once, however many runs hit the same limit.
 func (q *Queries) PauseCredential(ctx context.Context, p Pause) (int, error) {
 	var resumes int
 	err := q.db.QueryRow(ctx, `WITH paused AS (
@@ -31,7 +31,7 @@ func (q *Queries) PauseCredential(ctx context.Context, p Pause) (int, error) {
 				until = GREATEST(p.until, EXCLUDED.until), reason = EXCLUDED.reason, updated_at = now()
 		), counted AS (
 			INSERT INTO credential_resumes AS c (credential, day, resumes, until)
-			SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1, $3 WHERE $5
+			SELECT $1, ($3::timestamptz AT TIME ZONE 'UTC')::date, 1, $3 WHERE $5
 			ON CONFLICT (credential) DO UPDATE SET
 				resumes = CASE WHEN c.day <> EXCLUDED.day THEN 1
 					WHEN EXCLUDED.until > c.until THEN c.resumes + 1 ELSE c.resumes END,
@@ -39,7 +39,7 @@ func (q *Queries) PauseCredential(ctx context.Context, p Pause) (int, error) {
 			RETURNING resumes
 		)
 		SELECT COALESCE((SELECT resumes FROM counted), (SELECT resumes FROM credential_resumes
-			WHERE credential = $1 AND day = (now() AT TIME ZONE 'UTC')::date), 0)`,
+			WHERE credential = $1 AND day = ($3::timestamptz AT TIME ZONE 'UTC')::date), 0)`,
 		p.Credential, p.Agents, p.Until, p.Reason, p.Counted).Scan(&resumes)
 	if err != nil {
 		return 0, fmt.Errorf("pause the agents of a credential: %w", err)
@@ -84,7 +84,7 @@ func (q *Queries) AgentPauses(ctx context.Context) ([]AgentPause, error) {
 func (q *Queries) ResumeHeld(ctx context.Context, id int64) (bool, error) {
 	var resumed bool
 	err := q.db.QueryRow(ctx, `WITH t AS (
-			UPDATE task_state SET not_before = now(), updated_at = now()
+			UPDATE task_state SET not_before = now(), held_for = '', updated_at = now()
 			WHERE id = $1 AND status = 'pending' AND held_for = 'usage_limit'
 			RETURNING agent
 		), cred AS (

@@ -11,8 +11,9 @@ CREATE TABLE agent_pauses (
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
--- The unattended resumes of a credential on one day (UTC): each new reset
--- time counts once, however many runs hit the same limit.
+-- The unattended resumes of a credential on one day (UTC, the day of the
+-- reset): each new reset time counts once, however many runs hit the same
+-- limit.
 CREATE TABLE credential_resumes (
     credential TEXT        PRIMARY KEY,
     day        DATE        NOT NULL,

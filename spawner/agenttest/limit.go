@@ -24,6 +24,17 @@ type Limit struct {
 	Requests int
 	// Reset is when the limit resets; zero: the answer gives no reset.
 	Reset time.Time
+	// ResetIn, instead, puts the reset this long after the first refusal
+	// (a test does not know when its agent will first ask).
+	ResetIn time.Duration
+}
+
+// LimitReset returns the reset the server gave (zero before the first
+// refusal, or when it gives none).
+func (f *Server) LimitReset() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reset
 }
 
 // limited answers a model request with the usage limit when the script's
@@ -37,7 +48,15 @@ func (f *Server) limited(w http.ResponseWriter, req *Request, openAI bool) bool 
 	refuse := f.refused < l.Requests
 	if refuse {
 		f.refused++
+		switch {
+		case !l.Reset.IsZero():
+			f.reset = l.Reset
+		case l.ResetIn > 0 && f.reset.IsZero():
+			// The providers give whole seconds.
+			f.reset = time.Now().Add(l.ResetIn).Truncate(time.Second)
+		}
 	}
+	reset := f.reset
 	f.mu.Unlock()
 	if !refuse {
 		return false
@@ -45,15 +64,15 @@ func (f *Server) limited(w http.ResponseWriter, req *Request, openAI bool) bool 
 	req.Turn = TurnLimited
 	f.record(*req)
 	secs := int64(0)
-	if !l.Reset.IsZero() {
-		secs = max(int64(time.Until(l.Reset).Round(time.Second)/time.Second), 0)
+	if !reset.IsZero() {
+		secs = max(int64(time.Until(reset).Round(time.Second)/time.Second), 0)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	var body map[string]any
 	if openAI {
 		e := map[string]any{"type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus"}
-		if !l.Reset.IsZero() {
-			e["resets_at"], e["resets_in_seconds"] = l.Reset.Unix(), secs
+		if !reset.IsZero() {
+			e["resets_at"], e["resets_in_seconds"] = reset.Unix(), secs
 		}
 		body = map[string]any{"error": e}
 	} else {
@@ -61,8 +80,8 @@ func (f *Server) limited(w http.ResponseWriter, req *Request, openAI bool) bool 
 		h.Set("anthropic-ratelimit-unified-status", "rejected")
 		h.Set("anthropic-ratelimit-unified-representative-claim", "five_hour")
 		h.Set("x-should-retry", "false")
-		if !l.Reset.IsZero() {
-			h.Set("anthropic-ratelimit-unified-reset", strconv.FormatInt(l.Reset.Unix(), 10))
+		if !reset.IsZero() {
+			h.Set("anthropic-ratelimit-unified-reset", strconv.FormatInt(reset.Unix(), 10))
 			h.Set("retry-after", strconv.FormatInt(secs, 10))
 		}
 		body = map[string]any{"type": "error", "error": map[string]any{"type": "rate_limit_error",

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Usage is what one model turn reports. Input excludes cached tokens, as
@@ -95,7 +96,8 @@ type Server struct {
 	mu       sync.Mutex
 	requests []Request
 	errs     []string
-	refused  int // requests refused by Script.Limit
+	refused  int       // requests refused by Script.Limit
+	reset    time.Time // the reset they gave
 }
 
 // NewServer starts a fake model endpoint for t; it stops when t ends.

@@ -141,7 +141,7 @@ func runTask(ctx context.Context, e *env, args []string) error {
 	name := fs.Arg(0)
 	verb, ok := taskVerbs[name]
 	if !ok {
-		return usagef("task: unknown action %q (want show, retry, cancel or create)", name)
+		return usagef("task: unknown action %q (want show, retry, resume, cancel or create)", name)
 	}
 	a := taskArgs{repo: *repo, issue: *issue, action: *action, agent: *agent, business: *business,
 		reason: *reason, asJSON: *asJSON}

@@ -21,7 +21,7 @@ func TestTaskAndMigrateVerbUsage(t *testing.T) {
 		wantErr string
 	}{
 		{"task without verb", []string{"task"}, "task needs: show ID | retry ID | cancel ID | create"},
-		{"task unknown verb", []string{"task", "sideways", "5"}, `task: unknown action "sideways" (want show, retry, cancel or create)`},
+		{"task unknown verb", []string{"task", "sideways", "5"}, `task: unknown action "sideways" (want show, retry, resume, cancel or create)`},
 		{"task show without ID", []string{"task", "show"}, "task show needs one task ID"},
 		{"task retry with two IDs", []string{"task", "retry", "1", "2"}, "task retry needs one task ID"},
 		{"task cancel of no ID", []string{"task", "cancel", "x"}, `task cancel: "x" is not a task ID`},
@@ -45,7 +45,7 @@ func TestTaskAndMigrateVerbUsage(t *testing.T) {
 // The usage messages name every verb there is, and only those.
 func TestTaskAndMigrateVerbTables(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, []string{"cancel", "create", "retry", "show"}, slices.Sorted(maps.Keys(taskVerbs)))
+	assert.Equal(t, []string{"cancel", "create", "resume", "retry", "show"}, slices.Sorted(maps.Keys(taskVerbs)))
 	for name, v := range taskVerbs {
 		assert.Equal(t, name != "create", v.takesID, "%s takes a task ID", name)
 	}

@@ -21,7 +21,7 @@ type Change struct {
 	HeldFor    task.HoldReason // release: what the task waits for
 	PRNumber   int             // open_review: the pull request (0: keep)
 	Attempt    int             // reclaim: the run being recorded (its task's dispatch_count)
-	Error      string          // retry, release, fail, cancel: why
+	Error      string          // retry, release, interrupt, fail, cancel: why
 	// Actor is who ended the task (complete, fail, cancel): the Gitea
 	// login behind the event, or mozi. A running agent whose task someone
 	// else ended is stopped; one that ended it itself may finish.
@@ -84,12 +84,16 @@ var effects = map[task.Event]effect{
 		args: func(c Change) []any { return []any{nullTime(c.NotBefore), c.Error} },
 	},
 	task.EventInterrupt: {
-		// A run its backend could not take (a cluster out of reach) waits
-		// like a hold, with its backoff; a shutdown's runs again at once.
+		// A run its backend could not take (a cluster out of reach) or
+		// that hit its account's usage limit waits like a hold, until the
+		// reset or with its backoff, and says why; a shutdown's runs again
+		// at once.
 		set: clearLease + `, not_before = COALESCE($4, now()), held_for = $5,
-			holds = t.holds + CASE WHEN $5 = '' THEN 0 ELSE 1 END`,
+			holds = t.holds + CASE WHEN $5 = '' THEN 0 ELSE 1 END, last_error = $6`,
 		guard: ` AND t.lease_owner IS NOT DISTINCT FROM $3`,
-		args:  func(c Change) []any { return []any{nullString(c.LeaseOwner), nullTime(c.NotBefore), string(c.HeldFor)} },
+		args: func(c Change) []any {
+			return []any{nullString(c.LeaseOwner), nullTime(c.NotBefore), string(c.HeldFor), c.Error}
+		},
 	},
 	task.EventRescue: {
 		set:   clearLease + `, not_before = now(), last_error = 'lease expired: runner lost'`,

@@ -111,6 +111,7 @@ func TestPausedRunHoldsTheAgentsOfItsCredential(t *testing.T) {
 	assert.True(t, reset.Equal(got.NotBefore), "not before %s", got.NotBefore)
 	assert.Equal(t, 0, got.RetryCount)
 	assert.Empty(t, got.LeaseOwner)
+	assert.Contains(t, got.LastError, "usage limit reached", "the task says why it waits")
 	attempts, err := store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)

@@ -82,7 +82,7 @@ func TestE2EUsageLimitPausesThenResumes(t *testing.T) {
 			assert.False(t, attempts[1].StartedAt.Before(want.Add(-time.Second)),
 				"the second run started at %s, before the reset %s", attempts[1].StartedAt, want)
 			assert.Equal(t, 0, tk.RetryCount, "a pause is not a failure")
-			assert.Equal(t, []string{agenttest.TurnLimited, agenttest.TurnTool, agenttest.TurnFinal}, nonAux(model.Turns()))
+			assert.Equal(t, []string{agenttest.TurnLimited, agenttest.TurnTool, agenttest.TurnFinal}, modelTurns(model.Turns()))
 			require.Empty(t, model.Errors())
 
 			w.call(w.human, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", w.repo, tk.PRNumber),
@@ -95,8 +95,8 @@ func TestE2EUsageLimitPausesThenResumes(t *testing.T) {
 	}
 }
 
-// nonAux leaves out the model requests without a shell tool (titles).
-func nonAux(turns []string) []string {
+// modelTurns leaves out the model requests without a shell tool (titles).
+func modelTurns(turns []string) []string {
 	var out []string
 	for _, t := range turns {
 		if t != agenttest.TurnAux {

@@ -76,15 +76,18 @@ type HoldReason string
 
 // Hold reasons.
 const (
-	HeldForGitea      HoldReason = "gitea"       // Gitea (its API or git) did not answer
-	HeldForDatabase   HoldReason = "database"    // the database did not answer
-	HeldForDependency HoldReason = "dependency"  // an issue it depends on is open
-	HeldForBudget     HoldReason = "budget"      // a spawn budget is spent
-	HeldForBranch     HoldReason = "branch"      // another run has its branch checked out
-	HeldForShutdown   HoldReason = "shutdown"    // mozi stopped before it started
-	HeldForBackend    HoldReason = "backend"     // the execution backend could not take the run
-	HeldForUsageLimit HoldReason = "usage_limit" // the agent's account hit a usage limit
+	HeldForGitea      HoldReason = "gitea"      // Gitea (its API or git) did not answer
+	HeldForDatabase   HoldReason = "database"   // the database did not answer
+	HeldForDependency HoldReason = "dependency" // an issue it depends on is open
+	HeldForBudget     HoldReason = "budget"     // a spawn budget is spent
+	HeldForBranch     HoldReason = "branch"     // another run has its branch checked out
+	HeldForShutdown   HoldReason = "shutdown"   // mozi stopped before it started
+	HeldForBackend    HoldReason = "backend"    // the execution backend could not take the run
 )
+
+// HeldForUsageLimit: the agent's account hit a usage limit; the task waits
+// for its reset (docs/loop/usage-limits.md).
+const HeldForUsageLimit HoldReason = "usage_limit"
 
 // ActorMozi is who ends a task when mozi itself does (retries exhausted,
 // a guardrail, the watchdog).

@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// TurnLimited is a model request refused with the usage limit
+// (Script.Limit).
+const TurnLimited = "limited"
+
 // Limit makes the server answer model requests the way the provider does
 // when the account's usage limit is reached: HTTP 429 with the reset time
 // where each provider puts it.

@@ -66,12 +66,11 @@ type Script struct {
 
 // Turns the server tells apart.
 const (
-	TurnTool    = "tool"    // the first turn: a tool call
-	TurnFinal   = "final"   // a tool result came back: the answer
-	TurnPoll    = "poll"    // the tool's command still runs: wait for it (codex), reporting no usage
-	TurnAux     = "aux"     // a request without a shell tool (titles and the like)
-	TurnLimited = "limited" // refused with the usage limit (Script.Limit)
-	TurnOther   = "other"   // not a model request
+	TurnTool  = "tool"  // the first turn: a tool call
+	TurnFinal = "final" // a tool result came back: the answer
+	TurnPoll  = "poll"  // the tool's command still runs: wait for it (codex), reporting no usage
+	TurnAux   = "aux"   // a request without a shell tool (titles and the like)
+	TurnOther = "other" // not a model request
 )
 
 // Request is one request the server got.

@@ -2,8 +2,13 @@ package repository_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,7 +20,8 @@ import (
 // Each new reset of a credential is one unattended resume on the reset's
 // day (UTC): runs that hit the same limit count once, a backoff not at
 // all, another day starts again; every agent named is paused until the
-// latest reset, and only while it lasts.
+// latest reset, and only while it lasts, as the metric says (0 for an
+// agent not paused).
 func TestPauseCredentialCountsResumesPerDay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -48,9 +54,26 @@ func TestPauseCredentialCountsResumesPerDay(t *testing.T) {
 		}
 		assert.True(t, want.Equal(p.Until), "%s until %s", p.Agent, p.Until)
 	}
+	metric := repository.NewPauseCollector(store, []string{"a1", "a2", "b1", "c1"}, slog.New(slog.DiscardHandler))
+	const head = `
+# HELP mozi_agent_paused_until_seconds When an agent paused at its account's usage limit resumes, in unix seconds (0: not paused; year 9999: it waits for a person).
+# TYPE mozi_agent_paused_until_seconds gauge
+`
+	late, early := day.Add(25*time.Hour).Unix(), day.Add(time.Hour).Unix()
+	require.NoError(t, testutil.CollectAndCompare(metric, strings.NewReader(head+fmt.Sprintf(`mozi_agent_paused_until_seconds{agent="a1"} %d
+mozi_agent_paused_until_seconds{agent="a2"} %d
+mozi_agent_paused_until_seconds{agent="b1"} %d
+mozi_agent_paused_until_seconds{agent="c1"} 0
+`, late, late, early))))
+
 	clock.Advance(time.Until(day.Add(time.Hour)) + time.Second)
 	pauses, err = store.AgentPauses(ctx)
 	require.NoError(t, err)
 	require.Len(t, pauses, 2, "b1's limit has reset")
 	assert.Equal(t, []string{"a1", "a2"}, []string{pauses[0].Agent, pauses[1].Agent})
+	require.NoError(t, testutil.CollectAndCompare(metric, strings.NewReader(head+fmt.Sprintf(`mozi_agent_paused_until_seconds{agent="a1"} %d
+mozi_agent_paused_until_seconds{agent="a2"} %d
+mozi_agent_paused_until_seconds{agent="b1"} 0
+mozi_agent_paused_until_seconds{agent="c1"} 0
+`, late, late))))
 }

@@ -16,8 +16,6 @@ type Metrics struct {
 	tokens   *prometheus.CounterVec
 	cost     *prometheus.CounterVec
 	latency  prometheus.Histogram
-	// pausedUntil: agents paused at a usage limit (pause.go).
-	pausedUntil *pausedUntil
 }
 
 // NewMetrics creates the spawner's collectors on reg (nil: unregistered).
@@ -49,10 +47,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a task's creation to its agent's start.",
 			Buckets: []float64{.005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
 		}),
-		pausedUntil: newPausedUntil(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.runs, m.duration, m.retries, m.tokens, m.cost, m.latency, m.pausedUntil)
+		reg.MustRegister(m.runs, m.duration, m.retries, m.tokens, m.cost, m.latency)
 	}
 	return m
 }

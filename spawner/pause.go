@@ -99,6 +99,5 @@ func (s *Spawner) pause(ctx context.Context, log *slog.Logger, t task.Task, r Re
 	if capped {
 		r.Reset = HeldForAPerson
 	}
-	s.cfg.Metrics.paused(agents, r.Reset)
 	return r
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -98,9 +97,8 @@ func TestPausedRunHoldsTheAgentsOfItsCredential(t *testing.T) {
 		return Agent{Agent: backend.Agent{Login: login, Argv: []string{"claude"}, Workdir: "/w"}, Usage: UsageClaudeStreamJSON,
 			Env: map[string]string{"ANTHROPIC_API_KEY": key}}
 	}
-	metrics := NewMetrics(nil)
 	sp := New(Config{Owner: "r1", StateDir: t.TempDir(), KillGrace: 50 * time.Millisecond, Pauses: store, MaxResumesPerDay: 1,
-		Metrics: metrics, Agents: map[string]Agent{"coder1": agent("coder1", "k1"), "coder2": agent("coder2", "k1"),
+		Agents: map[string]Agent{"coder1": agent("coder1", "k1"), "coder2": agent("coder2", "k1"),
 			"coder3": agent("coder3", "k2")}}, store, b, staticPrompt{})
 	sp.Handle(ctx, tk)
 
@@ -117,12 +115,6 @@ func TestPausedRunHoldsTheAgentsOfItsCredential(t *testing.T) {
 	require.Len(t, attempts, 1)
 	assert.Equal(t, task.AttemptPaused, attempts[0].Outcome)
 	assert.Contains(t, attempts[0].Error, "usage limit reached; it resets at "+reset.UTC().Format(time.RFC3339))
-	require.NoError(t, testutil.CollectAndCompare(metrics.pausedUntil, strings.NewReader(fmt.Sprintf(`
-# HELP mozi_agent_paused_until_seconds When an agent paused at its account's usage limit resumes (unix seconds; 0: not paused). A far future: it waits for a person.
-# TYPE mozi_agent_paused_until_seconds gauge
-mozi_agent_paused_until_seconds{agent="coder1"} %d
-mozi_agent_paused_until_seconds{agent="coder2"} %d
-`, reset.Unix(), reset.Unix()))))
 
 	every := []repository.AgentLimit{{Login: "coder1", MaxConcurrency: 1}, {Login: "coder2", MaxConcurrency: 1},
 		{Login: "coder3", MaxConcurrency: 1}}

@@ -122,6 +122,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		webhook.NewInboxCollector(db.store, logger),
 		repository.NewTaskCollector(db.store, agentLogins(cfg), logger),
+		repository.NewPauseCollector(db.store, agentLogins(cfg), logger),
 		repository.NewOutboxCollector(db.store, logger),
 	)
 	repository.CountTransitions(db.store, registry)

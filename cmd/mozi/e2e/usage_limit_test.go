@@ -68,6 +68,7 @@ func TestE2EUsageLimitPausesThenResumes(t *testing.T) {
 				// Not yet resumed (it may be, under load, by the time
 				// this looks).
 				assert.Equal(t, task.HeldForUsageLimit, held.HeldFor)
+				assert.Contains(t, held.LastError, "usage limit reached", "the task says why it waits")
 				assert.WithinDuration(t, want, held.NotBefore, time.Second, "the task waits for the reset")
 			}
 

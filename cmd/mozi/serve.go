@@ -123,6 +123,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		webhook.NewInboxCollector(db.store, logger),
 		repository.NewTaskCollector(db.store, agentLogins(cfg), logger),
 		repository.NewOutboxCollector(db.store, logger),
+		repository.NewOutcomeCollector(db.store, logger),
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)

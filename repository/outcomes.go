@@ -77,8 +77,11 @@ func (q *Queries) RecordOutcome(ctx context.Context, repo string, number int, ag
 		INSERT INTO pr_outcomes (repo, pr_number, agent, merged_at, human_push, ci_rounds, review_rounds,
 			assign_to_pr_s, pr_to_merge_s, tokens, cost_usd)
 		SELECT pr.repo, pr.number, $3, pr.merged_at, pr.human_push, f.ci_rounds, f.review_rounds,
-			GREATEST(EXTRACT(EPOCH FROM pr.opened_at - f.assigned_at), 0),
-			GREATEST(EXTRACT(EPOCH FROM pr.merged_at - pr.opened_at), 0),
+			-- GREATEST would turn an unknown start (NULL) into 0.
+			CASE WHEN f.assigned_at <= pr.opened_at THEN EXTRACT(EPOCH FROM pr.opened_at - f.assigned_at)
+				WHEN f.assigned_at > pr.opened_at THEN 0 END,
+			CASE WHEN pr.opened_at <= pr.merged_at THEN EXTRACT(EPOCH FROM pr.merged_at - pr.opened_at)
+				WHEN pr.opened_at > pr.merged_at THEN 0 END,
 			u.tokens, u.cost_usd
 		FROM pr, figures f, usage u
 		ON CONFLICT (repo, pr_number) DO NOTHING`, repo, number, agent)

@@ -47,7 +47,10 @@ func (q *Queries) MarkHumanPush(ctx context.Context, repo string, number int) er
 func (q *Queries) RecordOutcome(ctx context.Context, repo string, number int, agent string) (recorded bool, err error) {
 	tag, err := q.db.Exec(ctx, `
 		WITH pr AS (
-			SELECT repo, number, opened_at, human_push, COALESCE(closed_at, now()) AS merged_at
+			-- Every time is mozi's clock (when it processed the event), as
+			-- task_state.created_at and opened_at are: Gitea's closed_at
+			-- would mix two clocks, and a replayed recording's dates.
+			SELECT repo, number, opened_at, human_push, now() AS merged_at
 			FROM pull_requests WHERE repo = $1 AND number = $2 AND merged
 		), linked AS (
 			SELECT split_part(l, '#', 1) AS repo, split_part(l, '#', 2)::int AS number

@@ -80,8 +80,8 @@ func (c *outcomeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func histogram(d *prometheus.Desc, h Durations, labels ...string) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(OutcomeBuckets))
-	for i, le := range OutcomeBuckets {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	for i, le := range h.Bounds {
 		if i < len(h.Buckets) {
 			buckets[le] = h.Buckets[i]
 		}

@@ -222,7 +222,13 @@ func TestOutcomeStatsAndSeries(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 	assert.Equal(t, 3, all[1].Merged, "totals keep every merge")
+	assert.Equal(t, outcomeBounds, all[1].PRToMerge.Bounds)
 	assert.Equal(t, []uint64{0, 0, 0, 1, 2, 2, 2, 2, 2, 3, 3, 3}, all[1].PRToMerge.Buckets)
+	assert.Equal(t, 3, all[1].PRToMerge.Count)
+	assert.InDelta(t, 94800, all[1].PRToMerge.SumSec, 1e-9)
+	assert.Equal(t, 2, all[1].AssignToPR.Count, "#3's start is unknown")
+	assert.Equal(t, repository.OutcomeStats{Repo: "acme/widget", Agent: "coder1", Merged: 3, Autonomous: 2,
+		CIRounds: 5, ReviewRounds: 6, Tokens: 4500, CostUSD: 2}, withoutDurations(all[1]))
 
 	c := repository.NewOutcomeCollector(store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	want := `
@@ -243,11 +249,14 @@ mozi_pr_merged_total{agent="coder2",repo="acme/gadget"} 1
 	assert.Equal(t, 16, testutil.CollectAndCount(c), "eight series for each repository and agent")
 }
 
+// outcomeBounds are the histograms' bucket bounds: a minute to a week.
+var outcomeBounds = []float64{60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 345600, 604800}
+
 // histogramText is a histogram in the exposition format, buckets as
-// OutcomeBuckets.
+// outcomeBounds.
 func histogramText(name, labels string, cumulative []int, count int, sum float64) string {
 	var b strings.Builder
-	for i, le := range repository.OutcomeBuckets {
+	for i, le := range outcomeBounds {
 		b.WriteString(name + "_bucket{" + labels + `,le="` + strconv.FormatFloat(le, 'g', -1, 64) + `"} ` +
 			strconv.Itoa(cumulative[i]) + "\n")
 	}
@@ -255,4 +264,9 @@ func histogramText(name, labels string, cumulative []int, count int, sum float64
 	b.WriteString(name + "_sum{" + labels + "} " + strconv.FormatFloat(sum, 'g', -1, 64) + "\n")
 	b.WriteString(name + "_count{" + labels + "} " + strconv.Itoa(count) + "\n")
 	return b.String()
+}
+
+func withoutDurations(s repository.OutcomeStats) repository.OutcomeStats {
+	s.AssignToPR, s.PRToMerge = repository.Durations{}, repository.Durations{}
+	return s
 }

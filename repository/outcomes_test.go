@@ -270,3 +270,31 @@ func withoutDurations(s repository.OutcomeStats) repository.OutcomeStats {
 	s.AssignToPR, s.PRToMerge = repository.Durations{}, repository.Durations{}
 	return s
 }
+
+// A pull request is opened when mozi first sees it open: one first seen
+// merged (during downtime, through the reconcile) has no opening time,
+// rather than one at its merge.
+func TestPullRequestOpenedWhenFirstSeenOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, raw := setup(t)
+	opened := func(number int) *time.Time {
+		var at *time.Time
+		require.NoError(t, raw.QueryRow(ctx, `SELECT opened_at FROM pull_requests WHERE repo = 'acme/widget' AND number = $1`,
+			number).Scan(&at))
+		return at
+	}
+	before := time.Now()
+	open := task.PullRequest{Repo: "acme/widget", Number: 1, Author: "coder1", State: task.StateOpen}
+	require.NoError(t, store.SavePullRequest(ctx, open))
+	first := opened(1)
+	require.NotNil(t, first)
+	assert.WithinRange(t, *first, before.Add(-time.Second), time.Now().Add(time.Second))
+	open.State, open.Merged = task.StateClosed, true
+	require.NoError(t, store.SavePullRequest(ctx, open))
+	assert.Equal(t, first, opened(1), "written once")
+
+	require.NoError(t, store.SavePullRequest(ctx, task.PullRequest{Repo: "acme/widget", Number: 2, Author: "coder1",
+		State: task.StateClosed, Merged: true}))
+	assert.Nil(t, opened(2))
+}

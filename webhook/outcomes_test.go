@@ -18,7 +18,8 @@ import (
 // red CI round (025), one "changes requested" (021), opened (019) before
 // merged (030); the push answering the review (023) is coder2's, or, when
 // the same delivery names a person as its sender, makes the merge not
-// autonomous. PR #6 was closed unmerged: no outcome.
+// autonomous (mozi's own login is no person). PR #6 was closed unmerged:
+// no outcome.
 func TestRecordedMergeOutcome(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -27,6 +28,7 @@ func TestRecordedMergeOutcome(t *testing.T) {
 	}{
 		{"agent pushed", "coder2", false},
 		{"person pushed", "alice", true},
+		{"mozi pushed", "mozi", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -2,15 +2,17 @@ package rules
 
 import (
 	"context"
+	"strings"
 
 	"github.com/moziplus/mozi/repository/task"
 )
 
 // notePush records a push to the pull request's branch by someone other
-// than a registered agent: its merge will not count as autonomous. The
-// sender of a synchronized event is who pushed.
+// than a registered agent or mozi itself: its merge will not count as
+// autonomous. The sender of a synchronized event is who pushed.
 func (e *eventCtx) notePush(ctx context.Context) error {
-	if _, ok := e.agent(e.ev.Sender); ok || e.ev.Sender == "" {
+	sender := e.ev.Sender
+	if _, ok := e.agent(sender); ok || sender == "" || strings.EqualFold(sender, e.m.cfg.BotUser) {
 		return nil
 	}
 	return e.tx.MarkHumanPush(ctx, e.pr.Repo, e.pr.Number)

@@ -119,8 +119,11 @@ func (q *Queries) SavePullRequest(ctx context.Context, p task.PullRequest) error
 	if state == "" {
 		state = "open"
 	}
-	_, err := q.db.Exec(ctx, `INSERT INTO pull_requests (`+prColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+	// opened_at is written once, when mozi first sees the pull request
+	// open; first seen closed (merged during downtime), it stays unknown.
+	_, err := q.db.Exec(ctx, `INSERT INTO pull_requests (`+prColumns+`, opened_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+			CASE WHEN $8 = 'open' THEN now() END)
 		ON CONFLICT (repo, number) DO UPDATE SET author = EXCLUDED.author, title = EXCLUDED.title,
 			head_ref = EXCLUDED.head_ref, head_sha = EXCLUDED.head_sha, base_ref = EXCLUDED.base_ref,
 			state = EXCLUDED.state, merged = EXCLUDED.merged, merged_by = EXCLUDED.merged_by,

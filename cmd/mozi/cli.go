@@ -30,7 +30,7 @@ func commands() []command {
 	return []command{
 		{"serve", "[--config FILE] [--data-dir DIR]", "run mozi: webhook intake, dispatcher, ticker, metrics", runServe},
 		{"migrate", "up|down|status [--config FILE] [--data-dir DIR]", "apply, roll back or list database migrations", runMigrate},
-		{"tasks", "[--status S] [--repo R] [--agent X] [--json]", "list tasks, newest first", runTasks},
+		{"tasks", "[--status S] [--repo R] [--agent X] [--json] | --stats [--days N]", "list tasks, newest first; --stats: outcomes of merged agent pull requests", runTasks},
 		{"task", "show|retry|resume|cancel ID | create --repo R --issue N --action A --agent X", "inspect, retry, resume, cancel or create one task", runTask},
 		{"deliveries", "[--failed] [--json] | requeue ID…", "list webhook deliveries in the inbox, or requeue parked ones", runDeliveries},
 		{"replay", "[--url URL] [--keep-ids] FILE|DIR…", "sign recorded Gitea deliveries and post them to a running mozi", runReplay},

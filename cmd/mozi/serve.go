@@ -124,6 +124,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		repository.NewTaskCollector(db.store, agentLogins(cfg), logger),
 		repository.NewPauseCollector(db.store, agentLogins(cfg), logger),
 		repository.NewOutboxCollector(db.store, logger),
+		repository.NewOutcomeCollector(db.store, logger),
 	)
 	repository.CountTransitions(db.store, registry)
 	metrics := webhook.NewMetrics(registry)

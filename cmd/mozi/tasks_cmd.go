@@ -26,11 +26,20 @@ func runTasks(ctx context.Context, e *env, args []string) error {
 	agent := fs.String("agent", "", "only tasks of this agent")
 	limit := fs.Int("limit", 50, "how many, newest first")
 	asJSON := fs.Bool("json", false, "print JSON lines")
+	stats := fs.Bool("stats", false, "outcomes of the agents' merged pull requests instead, per repository and agent")
+	days := fs.Int("days", defaultStatsDays, "with --stats: pull requests merged in the last N days")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("tasks takes no arguments (see mozi task for one task)")
+	}
+	if err := checkStatsFlags(fs, *stats, *days); err != nil {
+		return err
+	}
+	if *stats {
+		return runTaskStats(ctx, e, statsArgs{configPath: *configPath, dataDir: *dataDir, repo: *repo, agent: *agent,
+			days: *days, asJSON: *asJSON})
 	}
 	filter := repository.TaskFilter{Repo: *repo, Agent: *agent, Limit: *limit}
 	if *status != "" {

@@ -91,6 +91,9 @@ func (e *eventCtx) onPullOpened(ctx context.Context) error {
 // onPullPushed (synchronized): the author pushed, which answers a
 // "changes requested" review; then as onPullOpened for the new head.
 func (e *eventCtx) onPullPushed(ctx context.Context) error {
+	if err := e.notePush(ctx); err != nil {
+		return err
+	}
 	if err := e.onPushToPR(ctx, e.pr); err != nil {
 		return err
 	}
@@ -202,6 +205,9 @@ func (e *eventCtx) onPullRequestClosed(ctx context.Context, pr task.PullRequest)
 		return err
 	}
 	if err := e.finishWhere(ctx, pr.Repo, pr.Number, task.EventComplete, repository.Change{}, notification); err != nil {
+		return err
+	}
+	if err := e.recordOutcome(ctx, pr); err != nil {
 		return err
 	}
 	ag, ok := e.agent(pr.Author)

@@ -58,7 +58,12 @@ func TestE2EAssignedIssueOpensPullRequest(t *testing.T) {
 func TestE2EReviewRoundThenMerge(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOptions{agents: reviewRoundAgents("")})
-	w.reviewRoundThenMerge("Add a farewell", "Please add a farewell file.", 3*time.Minute)
+	_, pr := w.reviewRoundThenMerge("Add a farewell", "Please add a farewell file.", 3*time.Minute)
+	// Its outcome (docs/loop/outcomes.md): the coder's, one review round, no red CI, no person's push.
+	o, err := w.store.Outcome(t.Context(), w.repo, pr.Number)
+	require.NoError(t, err)
+	assert.Equal(t, []any{w.login("coder"), false, 0, 1}, []any{o.Agent, o.HumanPush, o.CIRounds, o.ReviewRounds})
+	assert.True(t, o.AssignToPR != nil && o.PRToMerge != nil, "%+v", o)
 	w.checkRuns()
 	w.waitRunsRecorded()
 	w.checkAttemptsApart()

@@ -26,6 +26,7 @@ import (
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/spawner/notice"
+	"github.com/moziplus/mozi/spawner/progress"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 )
@@ -42,7 +43,8 @@ type engine struct {
 	backend    backend.Backend
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
-	poster     *notice.Poster // nil without gitea.url
+	poster     *notice.Poster   // nil without gitea.url
+	progress   *progress.Poster // nil without gitea.url
 	owner      string
 	stateDir   string
 	// dbUpSince is when this process last began to reach the database
@@ -107,6 +109,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	}
 	if en.gitea != nil {
 		en.poster = notice.NewPoster(store, en.gitea, notice.PosterConfig{Logger: logger, Metrics: notice.NewMetrics(reg)})
+		en.progress = newProgressPoster(cfg, store, en.gitea, logger, reg)
 	}
 	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
@@ -181,6 +184,8 @@ func (en *engine) start() (stop func()) {
 		wg.Go(func() { en.gitea.WatchOutages(claimCtx, gitea.DefaultProbeEvery) })
 		wg.Go(func() { en.poster.Run(claimCtx) })
 		wg.Go(func() { en.store.Listen(claimCtx, repository.OutboxChannel, en.poster.Wake, en.logger) })
+		wg.Go(func() { en.progress.Run(claimCtx) })
+		wg.Go(func() { en.store.Listen(claimCtx, repository.StatusChannel, en.progress.Wake, en.logger) })
 	}
 	wg.Go(func() { en.sweepLoop(claimCtx) })
 	wg.Go(func() { en.dispatcher.Run(claimCtx, en.runCtx) })

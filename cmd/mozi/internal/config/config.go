@@ -74,6 +74,7 @@ type Config struct {
 	Backend    Backend    `yaml:"backend"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
+	Progress   Progress   `yaml:"progress"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -623,6 +624,7 @@ func (c *Config) applyDefaults() {
 	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, ticker.DefaultStatusesEvery)
 	tk.Retention = cmp.Or(tk.Retention, ticker.DefaultRetention)
 	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, ticker.DefaultWatchdogQuiet)
+	c.Progress.applyDefaults()
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		a.MaxConcurrency = cmp.Or(a.MaxConcurrency, dispatcher.DefaultAgentConcurrency)
@@ -742,6 +744,7 @@ func (c *Config) validate() error {
 	c.validateEngine(p)
 	c.validateBackend(p)
 	c.validateAgents(p)
+	c.validateProgress(p)
 	return p.err()
 }
 

@@ -193,12 +193,7 @@ func (p *Poster) show(ctx context.Context, c repository.StatusComment) {
 	if err != nil {
 		switch {
 		case c.CommentID != 0 && errors.Is(err, task.ErrNotFound):
-			// Someone deleted the comment: the next try posts a new one.
-			log.Info("status comment gone from Gitea: posting a new one", "comment_id", c.CommentID)
-			p.cfg.Metrics.edits.WithLabelValues("lost").Inc()
-			if err := p.store.StatusRetry(bg, c, time.Now(), err.Error(), true); err != nil {
-				log.Error("status comment not updated", "error", err)
-			}
+			p.lost(ctx, log, c, err)
 		case permanent(err):
 			log.Error("Gitea refuses mozi's status comment for good: given up", "error", err)
 			p.cfg.Metrics.edits.WithLabelValues("parked").Inc()
@@ -215,6 +210,31 @@ func (p *Poster) show(ctx context.Context, c repository.StatusComment) {
 		// The lock runs out and the next pass edits the same comment (or
 		// finds the first post by its marker): no second comment.
 		log.Error("status comment shown but not recorded", "comment_id", id, "error", err)
+	}
+}
+
+// lost handles an edit Gitea answered 404: someone deleted the comment,
+// and the next try posts a new one; but a comment Gitea still lists
+// cannot be edited there (no edit route), and posting anew would leave
+// one more comment per change: given up.
+func (p *Poster) lost(ctx context.Context, log *slog.Logger, c repository.StatusComment, editErr error) {
+	bg := context.WithoutCancel(ctx)
+	found, err := p.find(ctx, c)
+	switch {
+	case err != nil:
+		p.retry(bg, log, c, fmt.Errorf("%w; and listing the comments: %w", editErr, err))
+	case found == c.CommentID:
+		log.Error("Gitea lists mozi's status comment but refuses to edit it: given up", "comment_id", c.CommentID, "error", editErr)
+		p.cfg.Metrics.edits.WithLabelValues("parked").Inc()
+		if err := p.store.StatusPark(bg, c, editErr.Error()); err != nil {
+			log.Error("status comment not updated", "error", err)
+		}
+	default:
+		log.Info("status comment gone from Gitea: posting a new one", "comment_id", c.CommentID)
+		p.cfg.Metrics.edits.WithLabelValues("lost").Inc()
+		if err := p.store.StatusRetry(bg, c, time.Now(), editErr.Error(), true); err != nil {
+			log.Error("status comment not updated", "error", err)
+		}
 	}
 }
 

@@ -31,6 +31,7 @@ type fakeGitea struct {
 	edits     int
 	reactions []string
 	failPost  func(try int) (written bool, err error)
+	noEdit    bool // a Gitea without the edit route
 }
 
 func newFakeGitea() *fakeGitea { return &fakeGitea{comments: map[int64]string{}} }
@@ -55,7 +56,7 @@ func (f *fakeGitea) PostComment(_ context.Context, _ string, _ int, body string)
 func (f *fakeGitea) EditComment(_ context.Context, _ string, id int64, body string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.comments[id]; !ok {
+	if _, ok := f.comments[id]; !ok || f.noEdit {
 		return fmt.Errorf("edit comment %d: %w", id, task.ErrNotFound)
 	}
 	f.edits++
@@ -254,4 +255,27 @@ func TestStatusCommentDeletedIsPostedAgain(t *testing.T) {
 	bodies := g.bodies()
 	require.Len(t, bodies, 1)
 	assert.Contains(t, bodies[0], "⛔ **cancelled** by alice")
+}
+
+// A Gitea that lists the comment but answers its edit 404 has no edit
+// route: mozi gives up rather than post a comment per change.
+func TestStatusCommentNotEditableIsGivenUp(t *testing.T) {
+	store, clock := pgtest.StoreWithClock(t)
+	ctx := context.Background()
+	g := newFakeGitea()
+	g.noEdit = true
+	p := progress.NewPoster(store, g, progress.Config{MinEditInterval: time.Second})
+	tk := newTask(t, store, 3, task.ActionIssueAssigned, task.Meta{})
+	p.Pass(ctx)
+	for _, ev := range []task.Event{task.EventClaim, task.EventStart} {
+		apply(t, store, tk.ID, ev, repository.Change{LeaseOwner: "r1", LeaseTTL: time.Hour})
+		clock.Advance(time.Minute)
+		p.Pass(ctx)
+	}
+	posts, edits, _ := g.counts()
+	assert.Equal(t, 1, posts, "no comment per change")
+	assert.Zero(t, edits)
+	due, err := store.ClaimStatusComments(ctx, 10, 0, time.Minute)
+	require.NoError(t, err)
+	assert.Empty(t, due, "parked")
 }

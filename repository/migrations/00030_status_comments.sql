@@ -76,7 +76,29 @@ $$;
 CREATE TRIGGER repo_breakers_status_mark AFTER INSERT OR UPDATE OF open_until ON repo_breakers
     FOR EACH ROW EXECUTE FUNCTION mozi_status_mark_breaker();
 
+-- A dependency that closes or opens (or an issue's blocked-by list that
+-- changes) changes what its dependents' pending tasks wait for.
+-- +goose StatementBegin
+CREATE FUNCTION mozi_status_mark_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO status_marks (repo, issue_number)
+        SELECT DISTINCT t.repo, t.issue_number FROM task_state t
+        WHERE t.repo = NEW.repo AND t.status = 'pending' AND t.issue_number > 0
+          AND (t.issue_number = NEW.number OR NEW.number = ANY(t.depends_on)
+               OR EXISTS (SELECT 1 FROM issues i WHERE i.repo = t.repo AND i.number = t.issue_number
+                          AND NEW.number = ANY(i.blocked_by)));
+    PERFORM pg_notify('mozi_status', '');
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER issues_status_mark AFTER UPDATE OF state, blocked_by ON issues
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.blocked_by IS DISTINCT FROM NEW.blocked_by)
+    EXECUTE FUNCTION mozi_status_mark_dependents();
+
 -- +goose Down
+DROP TRIGGER issues_status_mark ON issues;
+DROP FUNCTION mozi_status_mark_dependents();
 DROP TRIGGER repo_breakers_status_mark ON repo_breakers;
 DROP FUNCTION mozi_status_mark_breaker();
 DROP TRIGGER task_state_status_mark_update ON task_state;

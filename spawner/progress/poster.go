@@ -35,6 +35,7 @@ type Store interface {
 	StatusPark(ctx context.Context, c repository.StatusComment, why string) error
 	StatusFactsOf(ctx context.Context, repo string, agents []string) (repository.StatusFacts, error)
 	ListTasks(ctx context.Context, f repository.TaskFilter) ([]task.Task, error)
+	OpenDependencies(ctx context.Context, id int64) ([]int, error)
 }
 
 // Defaults of Config.
@@ -173,6 +174,12 @@ func (p *Poster) show(ctx context.Context, c repository.StatusComment) {
 	items := make([]Item, len(tasks))
 	for i, t := range tasks {
 		items[i] = Item{Task: t}
+		if t.Status == task.StatusPending {
+			if items[i].OpenDeps, err = p.store.OpenDependencies(ctx, t.ID); err != nil {
+				p.retry(bg, log, c, err)
+				return
+			}
+		}
 		if !slices.Contains(agents, t.Agent) {
 			agents = append(agents, t.Agent)
 		}

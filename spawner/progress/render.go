@@ -25,6 +25,9 @@ type Item struct {
 	WaitReason string
 	CIRound    int
 	CIRounds   int
+	// OpenDeps are the open issues a pending task waits for (the claim
+	// skips it without a hold).
+	OpenDeps []int
 }
 
 // Facts are what the comment says beyond the tasks' rows.
@@ -86,7 +89,7 @@ func line(it Item, f Facts) string {
 	t := it.Task
 	switch t.Status {
 	case task.StatusPending:
-		return "⏳ **queued**" + queuedWhy(t, f)
+		return "⏳ **queued**" + queuedWhy(it, f)
 	case task.StatusClaimed:
 		return fmt.Sprintf("▶️ **starting** — attempt %d", max(t.DispatchCount, 1))
 	case task.StatusWorking:
@@ -132,7 +135,8 @@ func waitWhy(it Item) string {
 }
 
 // queuedWhy says why a pending task has not started (empty: it is next).
-func queuedWhy(t task.Task, f Facts) string {
+func queuedWhy(it Item, f Facts) string {
+	t := it.Task
 	until := ""
 	if t.NotBefore.After(f.Now) {
 		until = ", until " + clock(t.NotBefore)
@@ -162,6 +166,8 @@ func queuedWhy(t task.Task, f Facts) string {
 		return " — waits: " + strings.ReplaceAll(string(t.HeldFor), "_", " ")
 	}
 	switch {
+	case len(it.OpenDeps) > 0:
+		return " — waits: dependency open (" + issues(it.OpenDeps) + ")"
 	case f.BreakerUntil.After(f.Now):
 		return " — waits: circuit breaker open (agents commented too much), until " + clock(f.BreakerUntil)
 	case t.RetryCount > 0 && t.NotBefore.After(f.Now):

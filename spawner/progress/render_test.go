@@ -27,6 +27,8 @@ func TestRenderSaysWhereEachTaskIs(t *testing.T) {
 		{"queued on a dependency", Item{Task: with(func(t *task.Task) {
 			t.Status, t.HeldFor, t.DependsOn = task.StatusPending, task.HeldForDependency, []int{3, 5}
 		})}, Facts{}, "⏳ **queued** — waits: dependency open (#3, #5)"},
+		{"queued behind open issues it depends on", Item{Task: with(func(t *task.Task) { t.Status = task.StatusPending }),
+			OpenDeps: []int{4}}, Facts{Busy: map[string]bool{"coder": true}}, "⏳ **queued** — waits: dependency open (#4)"},
 		{"queued on the budget", Item{Task: with(func(t *task.Task) {
 			t.Status, t.HeldFor, t.NotBefore = task.StatusPending, task.HeldForBudget, later
 		})}, Facts{Now: now}, "⏳ **queued** — waits: spawn budget spent, until Nov 25 23:50 UTC"},

@@ -90,7 +90,9 @@ func TestE2EStatusCommentFollowsTheWork(t *testing.T) {
 	}
 	assert.Contains(t, states, "running")
 	assert.Contains(t, states, "opened")
-	assert.Empty(t, w.tasksWhere(func(tk task.Task) bool { return tk.Agent != coder || tk.IssueNumber != issue && tk.IssueNumber != pr.Number }),
+	assert.Empty(t, w.tasksWhere(func(tk task.Task) bool {
+		return tk.Agent != coder || tk.IssueNumber != issue && tk.IssueNumber != pr.Number
+	}),
 		"mozi's own comment and its edits made no work")
 	w.checkRuns()
 }

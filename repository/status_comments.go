@@ -86,8 +86,22 @@ func (q *Queries) StatusShown(ctx context.Context, c StatusComment, commentID in
 	if err != nil {
 		return fmt.Errorf("record status comment of %s#%d: %w", c.Repo, c.Issue, err)
 	}
+	if !edited {
+		return nil
+	}
+	// The record of an issue's edits keeps its latest ones: a long-lived
+	// issue does not grow it for ever.
+	_, err = q.db.Exec(ctx, `DELETE FROM status_comment_edits WHERE repo = $1 AND issue_number = $2 AND id <
+		(SELECT min(id) FROM (SELECT id FROM status_comment_edits WHERE repo = $1 AND issue_number = $2
+			ORDER BY id DESC LIMIT $3) latest)`, c.Repo, c.Issue, keptEdits)
+	if err != nil {
+		return fmt.Errorf("trim the edits of the status comment of %s#%d: %w", c.Repo, c.Issue, err)
+	}
 	return nil
 }
+
+// keptEdits is how many of an issue's status comment edits are recorded.
+const keptEdits = 50
 
 // StatusRetry puts a status comment Gitea did not take back until next;
 // lost says the comment is gone from Gitea (deleted by someone): the

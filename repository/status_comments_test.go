@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,4 +85,20 @@ func TestStatusMarksFoldIntoOneDueComment(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, facts.BreakerUntil.After(facts.Now))
 	assert.Equal(t, map[string]bool{}, facts.Busy, "coder's task is in review, not running")
+}
+
+// The record of an issue's edits keeps its latest ones.
+func TestStatusEditsKeepTheLatest(t *testing.T) {
+	store, _ := setup(t)
+	ctx := context.Background()
+	c := repository.StatusComment{Repo: "acme/widget", Issue: 3}
+	for i := range 55 {
+		require.NoError(t, store.StatusShown(ctx, c, 900, fmt.Sprint("body ", i), true))
+	}
+	require.NoError(t, store.StatusShown(ctx, c, 900, "body 54", false))
+	edits, err := store.StatusEdits(ctx, "acme/widget", 3)
+	require.NoError(t, err)
+	require.Len(t, edits, 50)
+	assert.Equal(t, "body 5", edits[0].Body)
+	assert.Equal(t, "body 54", edits[49].Body)
 }

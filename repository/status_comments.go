@@ -178,3 +178,14 @@ func (q *Queries) StatusEdits(ctx context.Context, repo string, issue int) ([]St
 		return e, err
 	})
 }
+
+// WakeStatusComments makes the status comments waiting out a backoff due
+// now (Gitea answers again).
+func (q *Queries) WakeStatusComments(ctx context.Context) (int, error) {
+	tag, err := q.db.Exec(ctx, `UPDATE status_comments SET next_at = now()
+		WHERE changes > shown AND parked_at IS NULL AND next_at > now()`)
+	if err != nil {
+		return 0, fmt.Errorf("wake status comments: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -102,3 +102,29 @@ func TestStatusEditsKeepTheLatest(t *testing.T) {
 	assert.Equal(t, "body 5", edits[0].Body)
 	assert.Equal(t, "body 54", edits[49].Body)
 }
+
+// A comment waiting out a backoff is due again when Gitea answers.
+func TestWakeStatusCommentsEndsTheirBackoff(t *testing.T) {
+	store, _ := setup(t)
+	ctx := context.Background()
+	_, err := store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: task.ActionIssueAssigned, Agent: "coder", Priority: task.DefaultPriority})
+	require.NoError(t, err)
+	_, err = store.FoldStatusMarks(ctx)
+	require.NoError(t, err)
+	cs, err := store.ClaimStatusComments(ctx, 10, 0, time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	require.NoError(t, store.StatusRetry(ctx, cs[0], time.Now().Add(time.Hour), "Gitea is down", false))
+	cs, err = store.ClaimStatusComments(ctx, 10, 0, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, cs, "waiting out its backoff")
+
+	n, err := store.WakeStatusComments(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	cs, err = store.ClaimStatusComments(ctx, 10, 0, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	assert.Equal(t, 2, cs[0].Attempts, "the failed try counts")
+}

@@ -270,6 +270,11 @@ func (en *engine) giteaRecovered() {
 	} else if n > 0 && en.poster != nil {
 		en.poster.Wake()
 	}
+	if n, err := en.store.WakeStatusComments(ctx); err != nil {
+		en.logger.Warn("status comments refused through the Gitea outage not woken: they wait out their backoff", "error", err)
+	} else if n > 0 && en.progress != nil {
+		en.progress.Wake()
+	}
 	n, err := en.store.WakeHeld(ctx, task.HeldForGitea)
 	if err != nil {
 		en.logger.Warn("tasks held through the Gitea outage not woken: they wait out their hold", "error", err)

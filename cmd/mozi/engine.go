@@ -43,8 +43,8 @@ type engine struct {
 	backend    backend.Backend
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
-	poster     *notice.Poster   // nil without gitea.url
-	progress   *progress.Poster // nil without gitea.url
+	poster     *notice.Poster // nil without gitea.url
+	progress   *progress.Poster
 	owner      string
 	stateDir   string
 	// dbUpSince is when this process last began to reach the database
@@ -109,8 +109,8 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	}
 	if en.gitea != nil {
 		en.poster = notice.NewPoster(store, en.gitea, notice.PosterConfig{Logger: logger, Metrics: notice.NewMetrics(reg)})
-		en.progress = newProgressPoster(cfg, store, en.gitea, logger, reg)
 	}
+	en.progress = newProgressPoster(cfg, store, en.gitea, logger, reg)
 	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
 		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
@@ -184,9 +184,9 @@ func (en *engine) start() (stop func()) {
 		wg.Go(func() { en.gitea.WatchOutages(claimCtx, gitea.DefaultProbeEvery) })
 		wg.Go(func() { en.poster.Run(claimCtx) })
 		wg.Go(func() { en.store.Listen(claimCtx, repository.OutboxChannel, en.poster.Wake, en.logger) })
-		wg.Go(func() { en.progress.Run(claimCtx) })
-		wg.Go(func() { en.store.Listen(claimCtx, repository.StatusChannel, en.progress.Wake, en.logger) })
 	}
+	wg.Go(func() { en.progress.Run(claimCtx) })
+	wg.Go(func() { en.store.Listen(claimCtx, repository.StatusChannel, en.progress.Wake, en.logger) })
 	wg.Go(func() { en.sweepLoop(claimCtx) })
 	wg.Go(func() { en.dispatcher.Run(claimCtx, en.runCtx) })
 	wg.Go(func() { en.ticker.Run(claimCtx) })
@@ -272,7 +272,7 @@ func (en *engine) giteaRecovered() {
 	}
 	if n, err := en.store.WakeStatusComments(ctx); err != nil {
 		en.logger.Warn("status comments refused through the Gitea outage not woken: they wait out their backoff", "error", err)
-	} else if n > 0 && en.progress != nil {
+	} else if n > 0 {
 		en.progress.Wake()
 	}
 	n, err := en.store.WakeHeld(ctx, task.HeldForGitea)

@@ -12,10 +12,19 @@ import (
 )
 
 // newProgressPoster builds the poster of the issues' status comments and
-// reactions (progress: in the configuration).
+// reactions (progress: in the configuration). Without Gitea (no
+// gitea.url) it still runs, saying nothing: it folds the marks task
+// changes leave, which would otherwise pile up.
 func newProgressPoster(cfg *config.Config, store *repository.Store, g *gitea.Client, logger *slog.Logger, reg prometheus.Registerer) *progress.Poster {
-	return progress.NewPoster(store, g, progress.Config{
-		Enabled:         cfg.Progress.On,
+	enabled := cfg.Progress.On
+	var pg progress.Gitea
+	if g == nil {
+		enabled = func(string) bool { return false }
+	} else {
+		pg = g
+	}
+	return progress.NewPoster(store, pg, progress.Config{
+		Enabled:         enabled,
 		MinEditInterval: cfg.Progress.MinEditInterval,
 		Logger:          logger,
 		Metrics:         progress.NewMetrics(reg),

@@ -74,6 +74,7 @@ database: {url: "%s"}
 gitea: {url: "%s", token: %s}
 webhook: {secrets: [%s], discussion_grace: 100000h, max_mention_hops: 2}
 dispatcher: {lease_ttl: 3s, poll_interval: 200ms, max_retries: 1}
+progress: {enabled: false} # the fake Gitea edits no comment; the status comment has its e2e test
 spawner: {retry_base: 100ms, retry_max: 200ms, kill_grace: 200ms, shutdown_grace: 2s}
 ticker: {sweep_every: 200ms, leader_ttl: 3s}
 log: {level: debug}

@@ -26,6 +26,7 @@ import (
 	"github.com/moziplus/mozi/spawner"
 	"github.com/moziplus/mozi/spawner/backend"
 	"github.com/moziplus/mozi/spawner/notice"
+	"github.com/moziplus/mozi/spawner/progress"
 	"github.com/moziplus/mozi/templates"
 	"github.com/moziplus/mozi/ticker"
 )
@@ -43,6 +44,7 @@ type engine struct {
 	dispatcher *dispatcher.Dispatcher
 	ticker     *ticker.Ticker
 	poster     *notice.Poster // nil without gitea.url
+	progress   *progress.Poster
 	owner      string
 	stateDir   string
 	// dbUpSince is when this process last began to reach the database
@@ -108,6 +110,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 	if en.gitea != nil {
 		en.poster = notice.NewPoster(store, en.gitea, notice.PosterConfig{Logger: logger, Metrics: notice.NewMetrics(reg)})
 	}
+	en.progress = newProgressPoster(cfg, store, en.gitea, logger, reg)
 	en.spawner = spawner.New(spawner.Config{
 		Owner: en.owner, Agents: spawnAgents, StateDir: stateDir, GiteaURL: cfg.Gitea.URL,
 		RetryBase: cfg.Spawner.RetryBase, RetryMax: cfg.Spawner.RetryMax,
@@ -182,6 +185,8 @@ func (en *engine) start() (stop func()) {
 		wg.Go(func() { en.poster.Run(claimCtx) })
 		wg.Go(func() { en.store.Listen(claimCtx, repository.OutboxChannel, en.poster.Wake, en.logger) })
 	}
+	wg.Go(func() { en.progress.Run(claimCtx) })
+	wg.Go(func() { en.store.Listen(claimCtx, repository.StatusChannel, en.progress.Wake, en.logger) })
 	wg.Go(func() { en.sweepLoop(claimCtx) })
 	wg.Go(func() { en.dispatcher.Run(claimCtx, en.runCtx) })
 	wg.Go(func() { en.ticker.Run(claimCtx) })
@@ -264,6 +269,11 @@ func (en *engine) giteaRecovered() {
 		en.logger.Warn("comments queued through the Gitea outage not woken: they wait out their backoff", "error", err)
 	} else if n > 0 && en.poster != nil {
 		en.poster.Wake()
+	}
+	if n, err := en.store.WakeStatusComments(ctx); err != nil {
+		en.logger.Warn("status comments refused through the Gitea outage not woken: they wait out their backoff", "error", err)
+	} else if n > 0 {
+		en.progress.Wake()
 	}
 	n, err := en.store.WakeHeld(ctx, task.HeldForGitea)
 	if err != nil {

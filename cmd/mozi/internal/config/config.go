@@ -76,6 +76,7 @@ type Config struct {
 	Agents     []Agent    `yaml:"agents"`
 	// UsageLimits: an agent's account at its usage limit (usagelimits.go).
 	UsageLimits UsageLimits `yaml:"usage_limits"`
+	Progress    Progress    `yaml:"progress"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -631,6 +632,7 @@ func (c *Config) applyDefaults() {
 	tk.StatusPollEvery = cmp.Or(tk.StatusPollEvery, ticker.DefaultStatusesEvery)
 	tk.Retention = cmp.Or(tk.Retention, ticker.DefaultRetention)
 	tk.WatchdogQuiet = cmp.Or(tk.WatchdogQuiet, ticker.DefaultWatchdogQuiet)
+	c.Progress.applyDefaults()
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		a.MaxConcurrency = cmp.Or(a.MaxConcurrency, dispatcher.DefaultAgentConcurrency)
@@ -751,6 +753,7 @@ func (c *Config) validate() error {
 	c.validateBackend(p)
 	c.validateAgents(p)
 	c.validateUsageLimits(p)
+	c.validateProgress(p)
 	return p.err()
 }
 

@@ -6,10 +6,16 @@
 # curl for the agents' prompts, tini as PID 1.
 #
 #   docker build -t mozi --build-arg VERSION=$(git describe --always) .
+#   podman build --format docker -t mozi --build-arg VERSION=$(git describe --always) .
 #   docker run -d --name mozi -p 8080:8080 -v mozi:/var/lib/mozi \
 #     -e MOZI_WEBHOOK_SECRET=$(openssl rand -hex 32) mozi
 #
-# Out of the box mozi runs as the user mozi (uid 10001) with its embedded
+# podman (buildah) builds OCI images by default, whose format has no
+# HEALTHCHECK: it is dropped, with a warning, unless built with --format
+# docker. Base images are named in full (docker.io/library/…) so podman
+# needs no unqualified-search registries in registries.conf.
+#
+# Out of the box mozi runs as the user mozi (uid and gid 10001) with its embedded
 # PostgreSQL in the volume /var/lib/mozi; set MOZI_DATABASE_URL to use a
 # server instead. Its configuration (deploy/image/mozi.yaml) holds no secret:
 # mozi serve refuses to start without MOZI_WEBHOOK_SECRET or
@@ -39,7 +45,7 @@
 # spawner.shutdown_grace (30s) before they are stopped, so give the
 # container more than Docker's 10s (docker run --stop-timeout 60).
 
-FROM golang:1.26-bookworm AS build
+FROM docker.io/library/golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -48,7 +54,7 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/mozi ./cmd/mozi \
  && /out/mozi version
 
-FROM debian:bookworm-slim
+FROM docker.io/library/debian:bookworm-slim
 # postgresql-15 brings the server binaries (/usr/lib/postgresql/15/bin),
 # which mozi finds by itself; postgresql-common must not create its own
 # cluster: mozi makes one in the volume on first start.
@@ -58,7 +64,8 @@ RUN mkdir -p /etc/postgresql-common/createcluster.d \
  && apt-get install -y --no-install-recommends \
       ca-certificates curl git bubblewrap util-linux tini postgresql-15 \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --home-dir /var/lib/mozi --create-home --shell /usr/sbin/nologin mozi
+ && groupadd --system --gid 10001 mozi \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/mozi --create-home --shell /usr/sbin/nologin mozi
 COPY --from=build /out/mozi /usr/local/bin/mozi
 COPY deploy/image/mozi.yaml /etc/mozi/mozi.yaml
 USER mozi

@@ -33,7 +33,7 @@ func commands() []command {
 		{"tasks", "[--status S] [--repo R] [--agent X] [--json] | --stats [--days N]", "list tasks, newest first; --stats: outcomes of merged agent pull requests", runTasks},
 		{"task", "show|retry|resume|cancel ID | create --repo R --issue N --action A --agent X", "inspect, retry, resume, cancel or create one task", runTask},
 		{"deliveries", "[--failed] [--json] | requeue ID…", "list webhook deliveries in the inbox, or requeue parked ones", runDeliveries},
-		{"replay", "[--url URL] [--keep-ids] FILE|DIR…", "sign recorded Gitea deliveries and post them to a running mozi", runReplay},
+		{"replay", "[--url URL] [--keep-ids] [--settle] FILE|DIR…", "sign recorded Gitea deliveries and post them to a running mozi", runReplay},
 		{"templates", "check [FILE] | show ACTION [BUSINESS]", "validate toolchain templates, or show one action's", runTemplates},
 		{"prompt", "render --repo R --issue N [--action A] [--agent X] | --payload FILE", "print exactly the prompt mozi would send to an agent", runPrompt},
 		{"doctor", "[--config FILE]", "check configuration, database, Gitea access, webhooks and agents, one line each", runDoctor},

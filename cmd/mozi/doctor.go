@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,6 +126,24 @@ func (d *doctor) run(ctx context.Context, e *env, configPath, dataDir string, ti
 // loopback, never for a Gitea that reaches mozi.
 var demoSecrets = []string{"demo-secret-change-me", "change-me", "secret"}
 
+// loopbackDemo reports whether only this machine can post to mozi and no
+// Gitea is configured: the demo of the example configuration, where a
+// known secret signs nothing anyone else could send.
+func loopbackDemo(cfg *config.Config) bool {
+	if cfg.Gitea.URL != "" || cfg.Webhook.PublicURL != "" || len(cfg.Gitea.Repos) > 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // minSecretLen is the shortest webhook secret doctor accepts.
 const minSecretLen = 16
 
@@ -136,6 +155,10 @@ func (d *doctor) checkSecret(cfg *config.Config) {
 	}
 	for i, s := range cfg.Webhook.Secrets {
 		switch v := s.Value(); {
+		case slices.Contains(demoSecrets, v) && loopbackDemo(cfg):
+			d.report(verdictWarn, "webhook secret", fmt.Sprintf("secret %d is the example configuration's: fine while mozi listens on loopback without a Gitea", i+1),
+				"before a Gitea reaches mozi, generate one (openssl rand -hex 32) for mozi and Gitea")
+			return
 		case slices.Contains(demoSecrets, v):
 			d.report(verdictFail, "webhook secret", fmt.Sprintf("secret %d is the example configuration's", i+1),
 				"anyone who read the example can sign webhooks: generate one (openssl rand -hex 32) for mozi and Gitea")

@@ -77,7 +77,8 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 		}
 		en.gitea = g
 	} else {
-		logger.Warn("no gitea.url configured: mozi works from webhooks alone (no prompts of unseen issues, no reconcile, no status polling, no failure comments)")
+		// A chosen mode (the demo's), not a fault: doctor warns about it.
+		logger.Info("no gitea.url configured: mozi works from webhooks alone (no prompts of unseen issues, no reconcile, no status polling, no failure comments)")
 	}
 	en.reader = gitea.NewIssueReader(store, en.gitea)
 

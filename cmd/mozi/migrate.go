@@ -34,7 +34,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	dataDir := fs.String("data-dir", "", "state directory of the embedded database")
 	to := fs.String("to", "", "down: roll back to this version (0: everything) instead of one step")
 	force := fs.Bool("force", false, "down: roll back even though a mozi serve is running against the database")
-	asJSON := fs.Bool("json", false, "status: print the migrations as JSON")
+	asJSON := fs.Bool("json", false, "status: print JSON lines, one migration a line")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -110,13 +110,14 @@ func migrateStatus(ctx context.Context, e *env, _ *database, m *repository.Migra
 		return err
 	}
 	if a.asJSON {
-		list := make([]map[string]any, len(states))
-		for i, st := range states {
-			list[i] = map[string]any{"version": st.Version, "name": st.Name, "applied": st.Applied}
-		}
+		// JSON lines, one migration a line, like every other list command.
 		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		for _, st := range states {
+			if err := enc.Encode(map[string]any{"version": st.Version, "name": st.Name, "applied": st.Applied}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	for _, st := range states {
 		state := "pending"

@@ -24,6 +24,9 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	target := fs.String("url", "", "webhook URL (default http://LISTEN/webhooks/gitea from the configuration)")
 	keepIDs := fs.Bool("keep-ids", false, "send the recorded delivery ids instead of new ones (mozi then answers 200 duplicate)")
 	delay := fs.Duration("delay", 0, "pause between deliveries")
+	settle := fs.Bool("settle", false, "after each delivery, wait until mozi has processed it and every agent it started has finished (needs the database: --data-dir or database.url as for mozi tasks)")
+	settleTimeout := fs.Duration("settle-timeout", 2*time.Minute, "with --settle, how long one delivery may take to settle")
+	dataDir := fs.String("data-dir", "", "with --settle, the state directory of the embedded database")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -49,6 +52,13 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 	files, err := expandFixtures(fs.Args())
 	if err != nil {
 		return err
+	}
+	var waiter *settler
+	if *settle {
+		if waiter, err = openSettler(ctx, e, cfg, *dataDir, *settleTimeout); err != nil {
+			return err
+		}
+		defer waiter.close()
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	var failed int
@@ -86,6 +96,12 @@ func runReplay(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%-70s %d %s\n", f.Name, resp.StatusCode, strings.TrimSpace(string(body)))
 		if resp.StatusCode >= 300 {
 			failed++
+			continue
+		}
+		if waiter != nil {
+			if err := waiter.wait(ctx, f.Name); err != nil {
+				return err
+			}
 		}
 	}
 	if failed > 0 {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,7 +108,13 @@ func hiddenPaths(cfg *config.Config, path string, logger *slog.Logger) []string 
 	hide = append(hide, cfg.SecretFiles...)
 	if home, err := os.UserHomeDir(); err == nil && home != "/" {
 		if dir, inside := pathInside(path, home); inside {
-			logger.Warn("the agents' PATH runs through mozi's home: sandboxes hide only its usual credential files; install agent CLIs outside it",
+			// Only a sandboxed agent is kept from what is hidden: without one
+			// (the demo's agents) there is nothing to warn about.
+			warn := logger.Info
+			if slices.ContainsFunc(cfg.Agents, func(a config.Agent) bool { return a.Sandbox == config.SandboxBwrap }) {
+				warn = logger.Warn
+			}
+			warn("the agents' PATH runs through mozi's home: sandboxes hide only its usual credential files; install agent CLIs outside it",
 				"home", home, "path_entry", dir)
 			for _, p := range secretsInHome {
 				hide = append(hide, filepath.Join(home, p))

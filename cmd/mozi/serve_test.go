@@ -504,11 +504,16 @@ func TestMigrateDownRefusesUnderALiveServer(t *testing.T) {
 	require.ErrorContains(t, err, "a mozi serve is running against this database (replica host/42/abc leads its ticker)")
 	out, err := mozi("migrate", "status", "--json")
 	require.NoError(t, err)
-	var states []struct {
+	type state struct {
 		Version int64
 		Applied bool
 	}
-	require.NoError(t, json.Unmarshal([]byte(out), &states))
+	var states []state
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var st state
+		require.NoError(t, json.Unmarshal([]byte(line), &st), "one JSON object a line: %s", line)
+		states = append(states, st)
+	}
 	require.NotEmpty(t, states)
 	assert.True(t, states[len(states)-1].Applied, "nothing was rolled back")
 

@@ -68,7 +68,7 @@ func runTasks(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tACTION\tAGENT\tISSUE\tPR\tPRIO\tTRIES\tUPDATED\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tSTATUS\tACTION\tAGENT\tISSUE\tPR\tPRIO\tRETRIES\tUPDATED\tLAST ERROR")
 	for _, t := range tasks {
 		action := string(t.ActionType)
 		if t.BusinessType != "" {

@@ -15,12 +15,35 @@ import (
 const EnvRequireCLIs = "MOZI_REQUIRE_AGENT_CLIS"
 
 // EnvCLIPrefix names the prefix .ci/install-agent-clis installed openclaw
-// and its Node into (default /opt/mozi-agent-clis/openclaw).
+// and its Node into (default: openclaw in the CLIs' prefix).
 const EnvCLIPrefix = "MOZI_OPENCLAW_PREFIX"
 
-// DefaultOpenclawPrefix is where .ci/install-agent-clis puts openclaw and
-// the Node it needs (openclaw wants Node 24.16 or newer).
-const DefaultOpenclawPrefix = "/opt/mozi-agent-clis/openclaw"
+// EnvCLIsPrefix names the prefix .ci/install-agent-clis installed the other
+// CLIs into (default: .cache/agent-clis in the checkout). Its bin/ is
+// looked in after PATH, so the tests find them without PATH being set.
+const EnvCLIsPrefix = "MOZI_AGENT_CLIS_PREFIX"
+
+// clisPrefix is where .ci/install-agent-clis installs: $MOZI_AGENT_CLIS_PREFIX,
+// else .cache/agent-clis at the root of the module the tests run in.
+func clisPrefix() string {
+	if p := os.Getenv(EnvCLIsPrefix); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".cache", "agent-clis")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
 
 // CLI is an agent CLI found on this machine.
 type CLI struct {
@@ -56,13 +79,19 @@ func findCLI(preset string) (CLI, error) {
 	}
 	path := os.Getenv("PATH")
 	dirs := filepath.SplitList(path)
+	installed := clisPrefix()
+	if installed != "" {
+		dirs = append(dirs, filepath.Join(installed, "bin"))
+	}
 	if preset == "openclaw" {
 		prefix := os.Getenv(EnvCLIPrefix)
-		if prefix == "" {
-			prefix = DefaultOpenclawPrefix
+		if prefix == "" && installed != "" {
+			prefix = filepath.Join(installed, "openclaw")
 		}
-		// Its own prefix first: that is where its Node is.
-		dirs = append([]string{filepath.Join(prefix, "bin")}, dirs...)
+		if prefix != "" {
+			// Its own prefix first: that is where its Node is.
+			dirs = append([]string{filepath.Join(prefix, "bin")}, dirs...)
+		}
 	}
 	for _, dir := range append(dirs, "/usr/local/bin", "/usr/bin") {
 		p := filepath.Join(dir, name)

@@ -106,7 +106,7 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 			}
 		}
 		if len(meta.ReportMissed) > 0 {
-			e.log.Warn("incomplete [Action Report]", "task_id", t.ID, "agent", t.Agent, "missing", meta.ReportMissed)
+			e.log.Info("incomplete [Action Report]", "task_id", t.ID, "agent", t.Agent, "missing", meta.ReportMissed)
 			e.m.cfg.Metrics.incompleteReports.WithLabelValues(string(t.ActionType)).Inc()
 		}
 		var clear []string

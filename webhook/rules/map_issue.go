@@ -136,7 +136,10 @@ func mergeIssue(known task.Issue, exists bool, ev payload.Event, order int) task
 		}
 	}
 	next.ParentIssue = conventions.ParentIssue(next.Title, next.Body)
-	next.DependsOn = conventions.DependsOn(next.Body)
+	// A sub-issue never waits for its parent: the parent is closed when its
+	// sub-issues are, so its task would wait for ever (the recorded session
+	// of testdata/ has such a "Depends: #1" under "Parent: #1").
+	next.DependsOn = slices.DeleteFunc(conventions.DependsOn(next.Body), func(n int) bool { return n == next.ParentIssue })
 	return next
 }
 

@@ -438,6 +438,10 @@ func (m *Manager) ensureMirror(ctx context.Context, repo, mirror string) (bool, 
 	if err := m.mkdirs(filepath.Dir(mirror)); err != nil {
 		return false, err
 	}
+	// The first clone of a large repository can take minutes, with the
+	// task's run waiting on it: say so before, not only after.
+	m.cfg.Logger.Info("mirroring repository: its first clone", "repo", repo, "url", url, "mirror", mirror)
+	began := time.Now()
 	tmp := filepath.Join(filepath.Dir(mirror), ".new-"+filepath.Base(mirror)+"-"+randomSuffix())
 	defer os.RemoveAll(tmp)
 	steps := [][]string{
@@ -465,7 +469,7 @@ func (m *Manager) ensureMirror(ctx context.Context, repo, mirror string) (bool, 
 	if err := os.Rename(tmp, mirror); err != nil {
 		return false, classifyLocal(fmt.Errorf("create mirror of %s: %w", repo, err))
 	}
-	m.cfg.Logger.Info("repository mirrored", "repo", repo, "mirror", mirror)
+	m.cfg.Logger.Info("repository mirrored", "repo", repo, "mirror", mirror, "took", time.Since(began).Round(time.Millisecond).String())
 	return true, nil
 }
 

@@ -1,0 +1,103 @@
+package gitea
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/moziplus/mozi/repository/task"
+)
+
+// Bounds of one review round read for a prompt: past them the oldest
+// feedback is left out (the prompt's budget cuts further).
+const (
+	roundMaxReviews  = 20
+	roundMaxComments = 200
+)
+
+// ReviewRound reads what people said on pull request number since agent,
+// its author, last commented there: the reviews submitted after that
+// (Gitea's review webhook carries no review id, so the round is found by
+// time), each with its inline comments (path, line, diff hunk), and the
+// loose comments. The agent's own reviews and comments, pending reviews
+// and dismissed ones are left out; ignore names further authors whose
+// loose comments are not feedback (mozi's bot, the other agents, who
+// reach the author through mentions).
+func (g *Client) ReviewRound(ctx context.Context, repo string, number int, agent string, ignore []string) (task.ReviewRound, error) {
+	comments, err := g.FetchComments(ctx, repo, number, roundMaxComments)
+	if err != nil {
+		return task.ReviewRound{}, err
+	}
+	var round task.ReviewRound
+	for _, c := range comments {
+		if strings.EqualFold(c.Author, agent) && c.CreatedAt.After(round.Since) {
+			round.Since = c.CreatedAt
+		}
+	}
+	for _, c := range comments {
+		if c.CreatedAt.After(round.Since) && !strings.EqualFold(c.Author, agent) &&
+			!slices.ContainsFunc(ignore, func(l string) bool { return strings.EqualFold(l, c.Author) }) {
+			round.Loose = append(round.Loose, c)
+		}
+	}
+	c, owner, name, err := g.begin(ctx, repo)
+	if err != nil {
+		return task.ReviewRound{}, err
+	}
+	seen := map[int64]bool{}
+	for page := 1; ; page++ {
+		list, resp, err := c.ListPullReviews(owner, name, int64(number), sdk.ListPullReviewsOptions{
+			ListOptions: sdk.ListOptions{Page: page, PageSize: reviewsPage}})
+		if err != nil {
+			return task.ReviewRound{}, apiErr(fmt.Sprintf("list reviews of %s#%d", repo, number), resp, err)
+		}
+		fresh := 0
+		for _, r := range list {
+			if seen[r.ID] {
+				continue
+			}
+			seen[r.ID], fresh = true, fresh+1
+			if !roundReview(r, agent, round.Since) {
+				continue
+			}
+			round.Reviews = append(round.Reviews, task.RoundReview{ID: r.ID, Reviewer: r.Reviewer.UserName,
+				State: string(r.State), Body: r.Body, At: r.Submitted.UTC()})
+		}
+		if len(list) < reviewsPage || fresh == 0 {
+			break
+		}
+	}
+	if n := len(round.Reviews); n > roundMaxReviews {
+		round.Reviews = round.Reviews[n-roundMaxReviews:]
+	}
+	for i := range round.Reviews {
+		r := &round.Reviews[i]
+		list, resp, err := c.ListPullReviewComments(owner, name, int64(number), r.ID)
+		if err != nil {
+			return task.ReviewRound{}, apiErr(fmt.Sprintf("list comments of review %d on %s#%d", r.ID, repo, number), resp, err)
+		}
+		for _, lc := range list {
+			r.Comments = append(r.Comments, task.LineComment{ID: lc.ID, Path: lc.Path, Line: int(lc.LineNum),
+				OldLine: int(lc.OldLineNum), DiffHunk: lc.DiffHunk, Body: lc.Body})
+		}
+	}
+	return round, nil
+}
+
+// roundReview reports whether a review belongs to the author's round:
+// submitted by someone else after since, and an answer Gitea counts (not
+// a pending draft nor a request to review), not dismissed.
+func roundReview(r *sdk.PullReview, agent string, since time.Time) bool {
+	if r.Reviewer == nil || strings.EqualFold(r.Reviewer.UserName, agent) || r.Dismissed || !r.Submitted.After(since) {
+		return false
+	}
+	switch r.State {
+	case sdk.ReviewStateApproved, sdk.ReviewStateRequestChanges, sdk.ReviewStateComment:
+		return true
+	}
+	return false
+}

@@ -12,7 +12,7 @@ import (
 // (gitea.Client): every review since its author's last turn with each
 // inline comment's path, line and diff hunk, and the loose comments.
 type ReviewSource interface {
-	ReviewRound(ctx context.Context, repo string, number int, agent string, ignore []string) (task.ReviewRound, error)
+	ReviewRound(ctx context.Context, repo string, number int, q task.RoundQuery) (task.ReviewRound, error)
 }
 
 // Bounds of the round block: all of it within roundBudget, each diff hunk
@@ -39,7 +39,8 @@ func (a *Assembler) round(ctx context.Context, t task.Task) (*task.ReviewRound, 
 	for login := range a.cfg.Agents {
 		ignore = append(ignore, login)
 	}
-	round, err := a.cfg.Reviews.ReviewRound(ctx, t.Repo, t.PRNumber, t.Agent, ignore)
+	round, err := a.cfg.Reviews.ReviewRound(ctx, t.Repo, t.PRNumber,
+		task.RoundQuery{Agent: t.Agent, Ignore: ignore, FromComment: t.Meta.RoundFrom()})
 	if err != nil {
 		return nil, fmt.Errorf("review round of %s#%d: %w", t.Repo, t.PRNumber, err)
 	}

@@ -3,6 +3,7 @@ package prompts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +79,9 @@ type fakeReviews struct {
 	ignore []string
 }
 
-func (f *fakeReviews) ReviewRound(_ context.Context, repo string, number int, agent string, ignore []string) (task.ReviewRound, error) {
-	f.asked = append(f.asked, repo+"#"+agent)
-	f.ignore = ignore
+func (f *fakeReviews) ReviewRound(_ context.Context, repo string, number int, q task.RoundQuery) (task.ReviewRound, error) {
+	f.asked = append(f.asked, fmt.Sprintf("%s#%d/%s from %d", repo, number, q.Agent, q.FromComment))
+	f.ignore = q.Ignore
 	return f.round, f.err
 }
 
@@ -100,7 +101,7 @@ func TestAssemblerReadsTheRoundOfReviewTasksOnly(t *testing.T) {
 		a := NewAssembler(AssemblerConfig{Reviews: src, BotUser: "mozi",
 			Agents: map[string]Agent{"coder2": {Login: "coder2"}, "reviewer1": {Login: "reviewer1"}}})
 		round, err := a.round(context.Background(), task.Task{Repo: "acme/widget", PRNumber: tc.pr,
-			ActionType: tc.action, Agent: "coder2"})
+			ActionType: tc.action, Agent: "coder2", Meta: task.Meta{Extra: map[string]string{task.ExtraRoundFrom: "41"}}})
 		require.NoError(t, err)
 		if !tc.reads {
 			assert.Nil(t, round, "%s", tc.action)
@@ -109,7 +110,7 @@ func TestAssemblerReadsTheRoundOfReviewTasksOnly(t *testing.T) {
 		}
 		require.NotNil(t, round, "%s", tc.action)
 		assert.Len(t, round.Reviews, 2)
-		assert.Equal(t, []string{"acme/widget#coder2"}, src.asked)
+		assert.Equal(t, []string{"acme/widget#4/coder2 from 41"}, src.asked)
 		assert.ElementsMatch(t, []string{"mozi", "coder2", "reviewer1"}, src.ignore)
 	}
 	boom := errors.New("gitea down")

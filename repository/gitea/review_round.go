@@ -23,11 +23,11 @@ const (
 // its author, last commented there: the reviews submitted after that
 // (Gitea's review webhook carries no review id, so the round is found by
 // time), each with its inline comments (path, line, diff hunk), and the
-// loose comments. The agent's own reviews and comments, pending reviews
-// and dismissed ones are left out; ignore names further authors whose
-// loose comments are not feedback (mozi's bot, the other agents, who
-// reach the author through mentions).
-func (g *Client) ReviewRound(ctx context.Context, repo string, number int, agent string, ignore []string) (task.ReviewRound, error) {
+// loose comments (and those from q.FromComment on). The agent's own
+// reviews and comments, pending reviews and dismissed ones are left out,
+// as are the loose comments of q.Ignore.
+func (g *Client) ReviewRound(ctx context.Context, repo string, number int, q task.RoundQuery) (task.ReviewRound, error) {
+	agent := q.Agent
 	comments, err := g.FetchComments(ctx, repo, number, roundMaxComments)
 	if err != nil {
 		return task.ReviewRound{}, err
@@ -39,8 +39,9 @@ func (g *Client) ReviewRound(ctx context.Context, repo string, number int, agent
 		}
 	}
 	for _, c := range comments {
-		if c.CreatedAt.After(round.Since) && !strings.EqualFold(c.Author, agent) &&
-			!slices.ContainsFunc(ignore, func(l string) bool { return strings.EqualFold(l, c.Author) }) {
+		fresh := c.CreatedAt.After(round.Since) || q.FromComment > 0 && c.ID >= q.FromComment
+		if fresh && !strings.EqualFold(c.Author, agent) &&
+			!slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.EqualFold(l, c.Author) }) {
 			round.Loose = append(round.Loose, c)
 		}
 	}
@@ -100,4 +101,14 @@ func roundReview(r *sdk.PullReview, agent string, since time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// ReviewRound reads a pull request's review round from Gitea (see
+// Client.ReviewRound); without a Gitea there is none. Rounds are not
+// cached: each run answers what is there when it starts.
+func (r *IssueReader) ReviewRound(ctx context.Context, repo string, number int, q task.RoundQuery) (task.ReviewRound, error) {
+	if r.client == nil {
+		return task.ReviewRound{}, nil
+	}
+	return r.client.ReviewRound(ctx, repo, number, q)
 }

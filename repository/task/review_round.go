@@ -1,6 +1,9 @@
 package task
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // ReviewRound is what people said on a pull request since its author's
 // last turn: the reviews submitted, each with its inline comments, and the
@@ -11,6 +14,30 @@ type ReviewRound struct {
 	// Since is the author's last comment on the pull request (zero: it
 	// never commented there): the round is what came after it.
 	Since time.Time
+}
+
+// RoundQuery says whose round to read and from where.
+type RoundQuery struct {
+	// Agent is the pull request's author, whose last comment there ends
+	// its previous turn.
+	Agent string
+	// Ignore names further authors whose loose comments are not feedback.
+	Ignore []string
+	// FromComment, when set, is the first loose comment the task was made
+	// for: it and later ones belong to the round even when the author
+	// commented after them (a turn that was running when they came).
+	FromComment int64
+}
+
+// ExtraRoundFrom is the Meta.Extra key of a review task's first loose
+// comment (RoundQuery.FromComment), as a decimal id.
+const ExtraRoundFrom = "round_from"
+
+// RoundFrom is the first loose comment a review task was made for, 0 when
+// none.
+func (m Meta) RoundFrom() int64 {
+	id, _ := strconv.ParseInt(m.Extra[ExtraRoundFrom], 10, 64)
+	return id
 }
 
 // Empty reports whether the round holds nothing to answer.

@@ -31,7 +31,10 @@ func (e *eventCtx) onComment(ctx context.Context) error {
 	if err := e.onReport(ctx, number); err != nil {
 		return err
 	}
-	return e.onMentions(ctx, number, c.Author)
+	if err := e.onMentions(ctx, number, c.Author); err != nil {
+		return err
+	}
+	return e.onLooseComment(ctx, number)
 }
 
 // countAgentComment feeds the repository's circuit breaker (SPEC §10):

@@ -33,13 +33,15 @@ func (g *Client) ReviewRound(ctx context.Context, repo string, number int, q tas
 		return task.ReviewRound{}, err
 	}
 	var round task.ReviewRound
+	// Comment ids order comments exactly; their times are whole seconds.
+	var last int64
 	for _, c := range comments {
-		if strings.EqualFold(c.Author, agent) && c.CreatedAt.After(round.Since) {
-			round.Since = c.CreatedAt
+		if strings.EqualFold(c.Author, agent) && c.ID > last {
+			last, round.Since = c.ID, c.CreatedAt
 		}
 	}
 	for _, c := range comments {
-		fresh := c.CreatedAt.After(round.Since) || q.FromComment > 0 && c.ID >= q.FromComment
+		fresh := c.ID > last || q.FromComment > 0 && c.ID >= q.FromComment
 		if fresh && !strings.EqualFold(c.Author, agent) &&
 			!slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.EqualFold(l, c.Author) }) {
 			round.Loose = append(round.Loose, c)
@@ -90,10 +92,14 @@ func (g *Client) ReviewRound(ctx context.Context, repo string, number int, q tas
 }
 
 // roundReview reports whether a review belongs to the author's round:
-// submitted by someone else after since, and an answer Gitea counts (not
-// a pending draft nor a request to review), not dismissed.
+// submitted by someone else since the author's last comment, and an
+// answer Gitea counts (not a pending draft nor a request to review), not
+// dismissed. Gitea's times are whole seconds: what came in the second of
+// the author's last comment came after the prompt that comment answered
+// was read, so it belongs to the new round.
 func roundReview(r *sdk.PullReview, agent string, since time.Time) bool {
-	if r.Reviewer == nil || strings.EqualFold(r.Reviewer.UserName, agent) || r.Dismissed || !r.Submitted.After(since) {
+	if r.Reviewer == nil || strings.EqualFold(r.Reviewer.UserName, agent) || r.Dismissed ||
+		r.Submitted.IsZero() || r.Submitted.Before(since) {
 		return false
 	}
 	switch r.State {

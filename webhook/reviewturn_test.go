@@ -62,7 +62,7 @@ func TestLooseCommentsAreOneDebouncedTurn(t *testing.T) {
 		assert.Equal(t, "coder2", tk.Agent)
 		assert.Equal(t, 4, tk.PRNumber)
 		assert.Equal(t, task.StatusPending, tk.Status)
-		assert.Equal(t, int64(500), tk.Meta.RoundFrom(), "the round starts at the burst's first comment")
+		assert.Zero(t, tk.Meta.RoundFrom(), "no turn runs: the round starts at the author's last comment")
 		assert.Empty(t, claimCoder2(t, b), "comment %d: the turn waits for quiet", i)
 		b.clock.Advance(quiet - time.Second) // never quiet long enough: the next comment comes first
 	}
@@ -174,4 +174,52 @@ func TestReRequestAfterPushIsOneReview(t *testing.T) {
 			assert.Len(t, asked, 1, "one review of the new head: %v", asked)
 		})
 	}
+}
+
+// TestLooseCommentDuringAReviewTurn: a comment that comes while the
+// author's review turn runs (its prompt read) is a new turn's, which that
+// turn's [Action Report] does not finish; a debounced turn made before
+// the report is answered by it as before.
+func TestLooseCommentDuringAReviewTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, withQuiet)
+	for _, name := range []string{"019", "020", "021"} { // opened, review requested, changes requested
+		b.send(t, fixture(t, name), nil)
+	}
+	b.drain(t)
+	claimed := claimCoder2(t, b)
+	require.Len(t, claimed, 1)
+	_, err := b.store.Apply(ctx, claimed[0].ID, task.EventStart, repository.Change{})
+	require.NoError(t, err)
+
+	f, o := prComment(t, 900, "alice", "While you are at it, rename the flag.")
+	b.send(t, f, o)
+	b.drain(t)
+	live := liveTasks(t, b, task.ActionReviewComment)
+	require.Len(t, live, 1)
+	assert.Equal(t, int64(900), live[0].Meta.RoundFrom(), "the new round starts at this comment")
+
+	// The running turn's summary does not answer it.
+	f, o = prComment(t, 901, "coder2", "[Action Report]\n**Review**: rejected by reviewer1\n**Answers**: done")
+	b.send(t, f, o)
+	b.drain(t)
+	live = liveTasks(t, b, task.ActionReviewComment)
+	require.Len(t, live, 1, "the comment's turn waits for its own run")
+	assert.Equal(t, task.StatusPending, live[0].Status)
+}
+
+func TestDebouncedTurnIsAnsweredByTheAuthorsReport(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withQuiet)
+	b.send(t, fixture(t, "019"), nil)
+	b.drain(t)
+	f, o := prComment(t, 950, "alice", "Please rename the flag.")
+	b.send(t, f, o)
+	b.drain(t)
+	require.Len(t, liveTasks(t, b, task.ActionReviewComment), 1)
+	f, o = prComment(t, 951, "coder2", "[Action Report]\n**Answered**: renamed")
+	b.send(t, f, o)
+	b.drain(t)
+	assert.Empty(t, liveTasks(t, b, task.ActionReviewComment))
 }

@@ -94,7 +94,7 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 			"comment_id", c.ID, "agent", c.Author)
 	}
 	for _, t := range append(tasks, answered...) {
-		if !strings.EqualFold(t.Agent, c.Author) {
+		if !strings.EqualFold(t.Agent, c.Author) || awaitsOwnTurn(t) {
 			continue
 		}
 		meta := task.Meta{Report: fields, CommentID: c.ID}

@@ -61,7 +61,8 @@ func (e *eventCtx) onLooseComment(ctx context.Context, number int) error {
 		}
 		return live[i], true
 	}
-	if t, ok := mine(task.ActionReviewResult); ok && t.Status == task.StatusPending {
+	result, inRound := mine(task.ActionReviewResult)
+	if inRound && result.Status == task.StatusPending {
 		return nil
 	}
 	log := e.log.With("pr", pr.Number, "agent", ag.Login, "comment_id", c.ID)
@@ -69,7 +70,12 @@ func (e *eventCtx) onLooseComment(ctx context.Context, number int) error {
 	if !ok {
 		n := e.prTask(ctx, pr, task.ActionReviewComment, ag.Login)
 		n.Meta.Reviewer, n.Meta.ReviewState = c.Author, payload.VerdictComment
-		n.Meta.Extra = map[string]string{task.ExtraRoundFrom: strconv.FormatInt(c.ID, 10)}
+		if inRound {
+			// The author's review turn runs with its prompt read: its
+			// summary will come after this comment, so the new round
+			// starts here rather than at that summary.
+			n.Meta.Extra = map[string]string{task.ExtraRoundFrom: strconv.FormatInt(c.ID, 10)}
+		}
 		var created bool
 		if t, created, err = e.create(ctx, spawn{task: n, cause: build.Cause{At: c.CreatedAt}}); err != nil || !created {
 			return err
@@ -88,4 +94,11 @@ func (e *eventCtx) onLooseComment(ctx context.Context, number int) error {
 	}
 	log.Debug("loose comment: the author's turn waits for quiet", "task_id", t.ID, "quiet", e.m.cfg.QuietPeriod.String())
 	return nil
+}
+
+// awaitsOwnTurn reports whether a report must leave a task alone: a
+// review_comment made while another turn of its author ran holds comments
+// that turn never saw, so that turn's [Action Report] does not answer it.
+func awaitsOwnTurn(t task.Task) bool {
+	return t.ActionType == task.ActionReviewComment && t.Status == task.StatusPending && t.Meta.RoundFrom() > 0
 }

@@ -223,3 +223,40 @@ func TestDebouncedTurnIsAnsweredByTheAuthorsReport(t *testing.T) {
 	b.drain(t)
 	assert.Empty(t, liveTasks(t, b, task.ActionReviewComment))
 }
+
+// TestLooseCommentDuringACommentTurnIsTheNextRound: comments that come
+// while the author's review_comment turn runs are the next turn's, which
+// its [Action Report] starts at the first of them.
+func TestLooseCommentDuringACommentTurnIsTheNextRound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, withQuiet)
+	b.send(t, fixture(t, "019"), nil)
+	b.drain(t)
+	f, o := prComment(t, 1000, "alice", "Please rename the flag.")
+	b.send(t, f, o)
+	b.drain(t)
+	b.clock.Advance(quiet + time.Second)
+	claimed := claimCoder2(t, b)
+	require.Len(t, claimed, 1)
+	_, err := b.store.Apply(ctx, claimed[0].ID, task.EventStart, repository.Change{})
+	require.NoError(t, err)
+
+	for _, id := range []int{1001, 1002} {
+		f, o := prComment(t, id, "alice", fmt.Sprintf("Comment %d, while you work.", id))
+		b.send(t, f, o)
+		b.drain(t)
+	}
+	require.Len(t, b.tasks(t), 1, "no task while the turn runs")
+
+	f, o = prComment(t, 1003, "coder2", "[Action Report]\n**Answered**: renamed")
+	b.send(t, f, o)
+	b.drain(t)
+	tasks := b.tasks(t)
+	require.Len(t, tasks, 2)
+	assert.Equal(t, task.StatusDone, tasks[0].Status, "the report finished its turn")
+	next := tasks[1]
+	assert.Equal(t, task.ActionReviewComment, next.ActionType)
+	assert.Equal(t, task.StatusPending, next.Status)
+	assert.Equal(t, int64(1001), next.Meta.RoundFrom(), "the next round starts at the first comment of the running turn")
+}

@@ -33,6 +33,11 @@ type RoundQuery struct {
 // comment (RoundQuery.FromComment), as a decimal id.
 const ExtraRoundFrom = "round_from"
 
+// ExtraRoundNext is the Meta.Extra key of a running review_comment
+// task's first loose comment that came after its prompt was read: the
+// turn's [Action Report] starts the next round there.
+const ExtraRoundNext = "round_next"
+
 // RoundFrom is the first loose comment a review task was made for, 0 when
 // none.
 func (m Meta) RoundFrom() int64 {

@@ -123,6 +123,9 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 			if err := e.apply(ctx, t, task.EventComplete, repository.Change{}); err != nil {
 				return err
 			}
+			if err := e.nextRound(ctx, t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -86,11 +86,13 @@ func (e *eventCtx) onLooseComment(ctx context.Context, number int) error {
 		return err
 	}
 	if !deferred {
-		// Its turn started before this comment and read its round already;
-		// the summary it posts ends the round, so this comment waits for
-		// a person to ask again (docs/loop/reviews.md, known gaps).
-		log.Info("loose comment arrived during the author's turn: not in that turn", "task_id", t.ID, "status", t.Status)
-		return nil
+		// Its turn started before this comment and read its round already:
+		// the turn's report starts the next round here (nextRound).
+		log.Info("loose comment arrived during the author's turn: the next round has it", "task_id", t.ID, "status", t.Status)
+		if t.Meta.Extra[task.ExtraRoundNext] != "" {
+			return nil // an earlier comment of this turn starts it
+		}
+		return e.tx.PatchTaskMeta(ctx, t.ID, task.Meta{Extra: map[string]string{task.ExtraRoundNext: strconv.FormatInt(c.ID, 10)}})
 	}
 	log.Debug("loose comment: the author's turn waits for quiet", "task_id", t.ID, "quiet", e.m.cfg.QuietPeriod.String())
 	return nil
@@ -101,4 +103,26 @@ func (e *eventCtx) onLooseComment(ctx context.Context, number int) error {
 // that turn never saw, so that turn's [Action Report] does not answer it.
 func awaitsOwnTurn(t task.Task) bool {
 	return t.ActionType == task.ActionReviewComment && t.Status == task.StatusPending && t.Meta.RoundFrom() > 0
+}
+
+// nextRound follows the report that finished a review_comment turn: the
+// loose comments that came while it ran are the next turn's, from the
+// first of them.
+func (e *eventCtx) nextRound(ctx context.Context, done task.Task) error {
+	from := done.Meta.Extra[task.ExtraRoundNext]
+	if done.ActionType != task.ActionReviewComment || from == "" || done.PRNumber == 0 {
+		return nil
+	}
+	pr, err := e.tx.PullRequest(ctx, done.Repo, done.PRNumber)
+	if err != nil {
+		return err
+	}
+	if pr.State != task.StateOpen {
+		return nil
+	}
+	n := e.prTask(ctx, pr, task.ActionReviewComment, done.Agent)
+	n.Meta.Reviewer, n.Meta.ReviewState = done.Meta.Reviewer, payload.VerdictComment
+	n.Meta.Extra = map[string]string{task.ExtraRoundFrom: from}
+	_, _, err = e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.Comment.CreatedAt}})
+	return err
 }

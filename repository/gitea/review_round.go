@@ -15,8 +15,11 @@ import (
 // Bounds of one review round read for a prompt: past them the oldest
 // feedback is left out (the prompt's budget cuts further).
 const (
-	roundMaxReviews  = 20
-	roundMaxComments = 200
+	roundMaxReviews = 20
+	roundMaxLoose   = 50
+	// roundReadComments bounds the pull request's comments read to find
+	// the author's last one: Gitea lists them oldest first.
+	roundReadComments = 2000
 )
 
 // ReviewRound reads what people said on pull request number since agent,
@@ -28,7 +31,7 @@ const (
 // as are the loose comments of q.Ignore.
 func (g *Client) ReviewRound(ctx context.Context, repo string, number int, q task.RoundQuery) (task.ReviewRound, error) {
 	agent := q.Agent
-	comments, err := g.FetchComments(ctx, repo, number, roundMaxComments)
+	comments, err := g.FetchComments(ctx, repo, number, roundReadComments)
 	if err != nil {
 		return task.ReviewRound{}, err
 	}
@@ -46,6 +49,9 @@ func (g *Client) ReviewRound(ctx context.Context, repo string, number int, q tas
 			!slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.EqualFold(l, c.Author) }) {
 			round.Loose = append(round.Loose, c)
 		}
+	}
+	if n := len(round.Loose); n > roundMaxLoose {
+		round.Loose = round.Loose[n-roundMaxLoose:]
 	}
 	c, owner, name, err := g.begin(ctx, repo)
 	if err != nil {

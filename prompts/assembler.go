@@ -30,6 +30,11 @@ type AssemblerConfig struct {
 	Agents   map[string]Agent
 	GiteaURL string
 	Lead     string // the lead agent's login, "" when none
+	// Reviews reads the review round of review_result and review_comment
+	// tasks at run time (nil: the task's own review text only).
+	Reviews ReviewSource
+	// BotUser is mozi's own login: its comments are not feedback.
+	BotUser string
 }
 
 // Assembler builds the prompt mozi hands an agent for a task: the one
@@ -62,6 +67,9 @@ func (a *Assembler) Gather(ctx context.Context, t task.Task) (*Input, error) {
 	t = merged.Task
 	in, err := Gather(ctx, a.cfg.Reader, t, agent, a.cfg.GiteaURL, a.cfg.Lead)
 	if err != nil {
+		return nil, err
+	}
+	if in.Round, err = a.round(ctx, t); err != nil {
 		return nil, err
 	}
 	if t.DispatchCount > 1 || t.RetryCount > 0 {

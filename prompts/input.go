@@ -26,6 +26,9 @@ type Input struct {
 	Prior []Related
 	// SubIssues are the parent's sub-issues (round reviews).
 	SubIssues []Related
+	// Round is what a review task answers: every review and comment since
+	// the author's last turn (nil when not read).
+	Round *task.ReviewRound
 	// Retry describes the previous attempt when this is not the first.
 	Retry *Retry
 	// Checkout is the worktree mozi prepared for the run; nil when the

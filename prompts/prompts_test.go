@@ -95,6 +95,7 @@ type promptCase struct {
 	name  string
 	task  task.Task
 	retry *Retry
+	round *task.ReviewRound
 	// own: the agent works in its own directory (workspace: none) instead
 	// of a worktree mozi prepared; noGitea: no gitea.url configured.
 	own, noGitea bool
@@ -142,6 +143,8 @@ func (w *world) cases(t testing.TB) []promptCase {
 	parent := task.Task{Repo: "acme/widget", IssueNumber: 1, ActionType: task.ActionDiscussion,
 		Agent: "coder2", Priority: 1, Status: task.StatusPending}
 	out = append(out, promptCase{name: "discussion", task: parent})
+	out = append(out, promptCase{name: "review_result-round", task: w.find(t, task.ActionReviewResult, "coder2", ""),
+		round: sampleRound()})
 	round := parent
 	round.ActionType, round.Agent, round.Meta.Round = task.ActionRoundReview, "lead", 1
 	out = append(out, promptCase{name: "round_review", task: round})
@@ -159,7 +162,7 @@ func (w *world) input(t testing.TB, c promptCase) *Input {
 	}
 	in, err := Gather(context.Background(), w.reader, c.task, agentFor(c.task.Agent), giteaURL, "lead")
 	require.NoError(t, err)
-	in.Retry = c.retry
+	in.Retry, in.Round = c.retry, c.round
 	if !c.own {
 		in.Checkout = &Checkout{Dir: fmt.Sprintf("/var/lib/mozi/workspaces/trees/%s/%d", c.task.Repo, c.task.ID),
 			Base: "main"}

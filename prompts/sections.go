@@ -153,6 +153,9 @@ func (s toolchainSection) details(r *Renderer) []string {
 		if strings.TrimSpace(m.ReviewBody) != "" {
 			out = append(out, "## "+r.Label("review")+"\n"+r.Cut(quote(m.ReviewBody), 8<<10))
 		}
+		if block := roundBlock(r, r.In.Round); block != "" {
+			out = append(out, block)
+		}
 	case task.ActionMention:
 		if strings.TrimSpace(m.CommentBody) != "" {
 			out = append(out, "## "+r.Label("comment")+"\n"+r.Cut(quote(m.CommentBody), 8<<10))

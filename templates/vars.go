@@ -44,6 +44,8 @@ var sectionVars = map[string][]string{
 	"label.subject_pull":        {"pr_number"},
 	"label.prior_issue":         {"number", "state"},
 	"label.cut":                 {"bytes"},
+	"label.round_one_review":    {"who", "state"},
+	"label.round_comment":       {"who"},
 }
 
 // SectionNames and LabelNames are every section and label a set defines.
@@ -51,11 +53,11 @@ var (
 	SectionNames = []string{"iron_rules", "role", "role_skill", "toolchain_context", "prior_context",
 		"git_operation", "git_detached", "git_self", "gitea_api", "gitea_api_pull", "gitea_unconfigured",
 		"constraints", "gitea_convention", "wiki_guide", "delivery_checklist", "delivery_report",
-		"notification", "skills", "retry", "follow_up", "discussion", "round_review"}
+		"notification", "skills", "retry", "follow_up", "discussion", "round_review", "round_answer"}
 	LabelNames = []string{"steps", "review", "comment", "check", "no_body", "subject_issue",
 		"subject_pull", "subject_repo", "prior_issue", "latest_report", "no_report", "sub_issues", "cut",
 		"note_uncommitted", "note_diverged", "missing_pull_request", "missing_pull_closed",
-		"missing_report", "missing_push", "missing_review"}
+		"missing_report", "missing_push", "missing_review", "round", "round_one_review", "round_loose", "round_comment"}
 )
 
 // ActionVars lists the placeholders an action's texts may use.

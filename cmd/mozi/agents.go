@@ -59,5 +59,5 @@ func newAssembler(cfg *config.Config, set *templates.Set, reader *gitea.IssueRea
 		profiles[a.Login] = pa
 	}
 	return prompts.NewAssembler(prompts.AssemblerConfig{Set: set, Reader: reader, Attempts: store,
-		Agents: profiles, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg)}), nil
+		Agents: profiles, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg), Reviews: reader, BotUser: cfg.Gitea.BotUser}), nil
 }

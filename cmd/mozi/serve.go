@@ -46,6 +46,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		MaxRetries:        task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
 		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
+		QuietPeriod:       cfg.Reviews.QuietPeriod,
 		Breaker: repository.BreakerPolicy{Comments: cfg.Webhook.CircuitBreaker.Comments,
 			Window: cfg.Webhook.CircuitBreaker.Window, Cooldown: cfg.Webhook.CircuitBreaker.Cooldown},
 		DiscussLabel:  cfg.Webhook.DiscussLabel,

@@ -31,7 +31,10 @@ func (e *eventCtx) onComment(ctx context.Context) error {
 	if err := e.onReport(ctx, number); err != nil {
 		return err
 	}
-	return e.onMentions(ctx, number, c.Author)
+	if err := e.onMentions(ctx, number, c.Author); err != nil {
+		return err
+	}
+	return e.onLooseComment(ctx, number)
 }
 
 // countAgentComment feeds the repository's circuit breaker (SPEC §10):
@@ -91,7 +94,7 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 			"comment_id", c.ID, "agent", c.Author)
 	}
 	for _, t := range append(tasks, answered...) {
-		if !strings.EqualFold(t.Agent, c.Author) {
+		if !strings.EqualFold(t.Agent, c.Author) || awaitsOwnTurn(t) {
 			continue
 		}
 		meta := task.Meta{Report: fields, CommentID: c.ID}
@@ -118,6 +121,9 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 		}
 		if t.ActionType.FinishedByReport() {
 			if err := e.apply(ctx, t, task.EventComplete, repository.Change{}); err != nil {
+				return err
+			}
+			if err := e.nextRound(ctx, t); err != nil {
 				return err
 			}
 		}

@@ -160,6 +160,13 @@ func (e *eventCtx) onPushToPR(ctx context.Context, pr task.PullRequest) error {
 		if !ok || strings.EqualFold(reviewer, pr.Author) {
 			continue
 		}
+		asked, err := e.reviewPending(ctx, pr, ag.Login)
+		if err != nil {
+			return err
+		}
+		if asked {
+			continue
+		}
 		n := e.prTask(ctx, pr, task.ActionReviewUpdated, ag.Login)
 		n.Meta.HeadSHA = pr.HeadSHA
 		if _, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.PullRequest.UpdatedAt}}); err != nil {
@@ -176,6 +183,9 @@ func (e *eventCtx) onReviewRequested(ctx context.Context) error {
 	ag, ok := e.agent(e.ev.RequestedReviewer)
 	if !ok || strings.EqualFold(ag.Login, pr.Author) {
 		return nil
+	}
+	if asked, err := e.reviewPending(ctx, pr, ag.Login); err != nil || asked {
+		return err
 	}
 	n := e.prTask(ctx, pr, task.ActionReviewRequest, ag.Login)
 	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.PullRequest.UpdatedAt}})

@@ -59,6 +59,10 @@ type Config struct {
 	// an assignee before it is broadcast for discussion (default
 	// DefaultDiscussionGrace, 2m).
 	DiscussionGrace time.Duration
+	// QuietPeriod is how long loose comments on an agent's pull request
+	// wait for the next before the author's one turn for all of them
+	// (default DefaultQuietPeriod, 60s).
+	QuietPeriod time.Duration
 	// DiscussLabel makes the discussion broadcast immediate (default
 	// DefaultDiscussLabel, mozi/discuss).
 	DiscussLabel string
@@ -92,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DiscussionGrace == 0 {
 		c.DiscussionGrace = DefaultDiscussionGrace
+	}
+	if c.QuietPeriod == 0 {
+		c.QuietPeriod = DefaultQuietPeriod
 	}
 	if c.DiscussLabel == "" {
 		c.DiscussLabel = DefaultDiscussLabel

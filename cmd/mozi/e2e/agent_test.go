@@ -41,6 +41,7 @@ import (
 //	E2E_LINGER        a run that did its work stays this long before it exits
 //	E2E_WAIT_FILE     a run first waits until this file exists in its home
 //	E2E_FAIL          a run exits 1 without doing anything
+//	E2E_REVIEW_TURN   a coder answers a review round in one turn (agent_reviewturn_test.go)
 //	E2E_MODEL_FILE    a coder commits this file of the worktree too, when it
 //	                  exists (what a real CLI's shell tool wrote before it
 //	                  ran this program: see cli_test.go)
@@ -182,6 +183,11 @@ func (a *agentRun) run(ctx context.Context) error {
 	switch a.action {
 	case "review_merged", "issue_closed":
 		return nil // notifications
+	}
+	if a.role == "coder" && os.Getenv(reviewTurnEnv) != "" {
+		if handled, err := a.reviewTurn(ctx); handled {
+			return err
+		}
 	}
 	switch a.role {
 	case "coder":

@@ -300,6 +300,8 @@ func (s *Server) serveRepo(w http.ResponseWriter, r *http.Request, who caller, r
 		s.pull(w, numberInPath(pullRE, rest))
 	case get && rest == "/pulls":
 		s.listPulls(w, r)
+	case get && reviewCommentsRE.MatchString(rest):
+		s.serveReviewComments(w, rest)
 	case reviewsRE.MatchString(rest):
 		s.serveReviews(w, r, numberInPath(reviewsRE, rest), who.login)
 	case requestedRE.MatchString(rest):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 )
 
 // Review states as Gitea's API names them.
@@ -175,6 +176,10 @@ func (s *Server) serveReviewRequests(w http.ResponseWriter, r *http.Request, n i
 
 func (s *Server) newReviewLocked(login, state, body string) map[string]any {
 	s.nextID++
-	return map[string]any{"id": s.nextID, "user": map[string]any{"login": login, "username": login}, "state": state,
+	review := map[string]any{"id": s.nextID, "user": map[string]any{"login": login, "username": login}, "state": state,
 		"body": body, "dismissed": false, "stale": false, "official": false}
+	if state != reviewPending && state != reviewRequest {
+		review["submitted_at"] = time.Now().UTC().Format(time.RFC3339) // Gitea's: a submitted review's
+	}
+	return review
 }

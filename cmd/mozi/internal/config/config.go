@@ -65,6 +65,7 @@ type Config struct {
 	Database   Database   `yaml:"database"`
 	Gitea      Gitea      `yaml:"gitea"`
 	Webhook    Webhook    `yaml:"webhook"`
+	Reviews    Reviews    `yaml:"reviews"`
 	Templates  Templates  `yaml:"templates"`
 	Dispatcher Dispatcher `yaml:"dispatcher"`
 	Spawner    Spawner    `yaml:"spawner"`
@@ -600,6 +601,7 @@ func (c *Config) applyDefaults() {
 	w.CircuitBreaker.Comments = cmp.Or(w.CircuitBreaker.Comments, rules.DefaultBreakerComments)
 	w.CircuitBreaker.Window = cmp.Or(w.CircuitBreaker.Window, rules.DefaultBreakerWindow)
 	w.CircuitBreaker.Cooldown = cmp.Or(w.CircuitBreaker.Cooldown, rules.DefaultBreakerCooldown)
+	c.Reviews.applyDefaults()
 	c.Templates.Locale = cmp.Or(c.Templates.Locale, templates.DefaultLocale)
 	c.Log.Level = cmp.Or(c.Log.Level, DefaultLogLevel)
 	c.Log.Format = cmp.Or(c.Log.Format, DefaultLogFormat)
@@ -749,6 +751,7 @@ func (c *Config) validate() error {
 	c.validateServer(p)
 	c.validateGitea(p)
 	c.validateWebhook(p)
+	c.Reviews.validate(p)
 	c.validateEngine(p)
 	c.validateBackend(p)
 	c.validateAgents(p)

@@ -22,9 +22,8 @@ type Pauser interface {
 // credential resume by themselves at a usage limit's reset.
 const DefaultMaxResumesPerDay = 3
 
-// HeldForAPerson is the not_before of a task that waits for a person: its
-// credential resumed by itself as often as a day allows.
-var HeldForAPerson = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+// HeldForAPerson is task.HeldForAPerson.
+var HeldForAPerson = task.HeldForAPerson
 
 // providerKeys are the variables a CLI takes its provider credential from:
 // agents whose first one found holds the same value share an account.

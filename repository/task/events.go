@@ -1,6 +1,9 @@
 package task
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Event is something that moves a task through the state machine of SPEC §3:
 //
@@ -88,6 +91,11 @@ const (
 // HeldForUsageLimit: the agent's account hit a usage limit; the task waits
 // for its reset (docs/loop/usage-limits.md).
 const HeldForUsageLimit HoldReason = "usage_limit"
+
+// HeldForAPerson is the not_before of a task held for a usage limit whose
+// credential resumed by itself as often as a day allows: it waits for a
+// person (mozi task resume).
+var HeldForAPerson = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ActorMozi is who ends a task when mozi itself does (retries exhausted,
 // a guardrail, the watchdog).

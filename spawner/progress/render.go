@@ -150,7 +150,11 @@ func queuedWhy(it Item, f Facts) string {
 		return " — waits: dependency open"
 	case task.HeldForBudget:
 		return " — waits: spawn budget spent" + until
-	case "usage_limit":
+	case task.HeldForUsageLimit:
+		if !t.NotBefore.Before(task.HeldForAPerson) {
+			return fmt.Sprintf(" — waits: the agent's usage limit; unattended resumes for today are spent, "+
+				"so it waits for `mozi task resume %d`", t.ID)
+		}
 		return " — waits: the agent's usage limit" + until
 	case task.HeldForBranch:
 		return " — waits: another run has its branch checked out"

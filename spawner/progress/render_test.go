@@ -33,8 +33,12 @@ func TestRenderSaysWhereEachTaskIs(t *testing.T) {
 			t.Status, t.HeldFor, t.NotBefore = task.StatusPending, task.HeldForBudget, later
 		})}, Facts{Now: now}, "⏳ **queued** — waits: spawn budget spent, until Nov 25 23:50 UTC"},
 		{"queued on the usage limit", Item{Task: with(func(t *task.Task) {
-			t.Status, t.HeldFor, t.NotBefore = task.StatusPending, "usage_limit", later
+			t.Status, t.HeldFor, t.NotBefore = task.StatusPending, task.HeldForUsageLimit, later
 		})}, Facts{Now: now}, "⏳ **queued** — waits: the agent's usage limit, until Nov 25 23:50 UTC"},
+		{"held for a person after the day's unattended resumes", Item{Task: with(func(t *task.Task) {
+			t.Status, t.HeldFor, t.NotBefore = task.StatusPending, task.HeldForUsageLimit, task.HeldForAPerson
+		})}, Facts{Now: now}, "⏳ **queued** — waits: the agent's usage limit; unattended resumes for today are spent, " +
+			"so it waits for `mozi task resume 7`"},
 		{"queued behind the breaker", Item{Task: with(func(t *task.Task) { t.Status = task.StatusPending })},
 			Facts{Now: now, BreakerUntil: later},
 			"⏳ **queued** — waits: circuit breaker open (agents commented too much), until Nov 25 23:50 UTC"},

@@ -30,6 +30,13 @@ type AssemblerConfig struct {
 	Agents   map[string]Agent
 	GiteaURL string
 	Lead     string // the lead agent's login, "" when none
+	// CILogs reads failed Actions jobs' logs for repair rounds (nil: the
+	// prompt says the log could not be read); LogTailLines is how many
+	// last lines (default task.DefaultLogTailLines); MaxRepairRounds is
+	// the rounds a pull request gets (default task.DefaultMaxRepairRounds).
+	CILogs          CILogReader
+	LogTailLines    int
+	MaxRepairRounds int
 }
 
 // Assembler builds the prompt mozi hands an agent for a task: the one
@@ -63,6 +70,9 @@ func (a *Assembler) Gather(ctx context.Context, t task.Task) (*Input, error) {
 	in, err := Gather(ctx, a.cfg.Reader, t, agent, a.cfg.GiteaURL, a.cfg.Lead)
 	if err != nil {
 		return nil, err
+	}
+	if t.ActionType == task.ActionCIFailure {
+		in.CILog = a.ciLog(ctx, t)
 	}
 	if t.DispatchCount > 1 || t.RetryCount > 0 {
 		in.Retry, err = a.retry(ctx, t)

@@ -74,6 +74,7 @@ type Config struct {
 	Backend    Backend    `yaml:"backend"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
+	CI         CI         `yaml:"ci"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -594,6 +595,7 @@ func (c *Config) applyDefaults() {
 	c.Templates.Locale = cmp.Or(c.Templates.Locale, templates.DefaultLocale)
 	c.Log.Level = cmp.Or(c.Log.Level, DefaultLogLevel)
 	c.Log.Format = cmp.Or(c.Log.Format, DefaultLogFormat)
+	c.CI.applyDefaults()
 	d := &c.Dispatcher
 	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, dispatcher.DefaultMaxConcurrency)
 	d.LeaseTTL = cmp.Or(d.LeaseTTL, dispatcher.DefaultLeaseTTL)
@@ -742,6 +744,7 @@ func (c *Config) validate() error {
 	c.validateEngine(p)
 	c.validateBackend(p)
 	c.validateAgents(p)
+	c.CI.validate(p)
 	return p.err()
 }
 

@@ -134,8 +134,8 @@ var effects = map[task.Event]effect{
 	task.EventWait: {
 		// A running agent keeps its lease, as with the terminal events:
 		// its run's outcome is still to be recorded (FinishRun drops it).
-		set: `, wait_reason = COALESCE(NULLIF($3, ''), 'question'), daemon_meta = t.daemon_meta || jsonb_build_object('question', $4::text)
-			- 'answer' - 'answered_by'`,
+		set: `, wait_reason = COALESCE(NULLIF($3, ''), 'question'), daemon_meta = (t.daemon_meta - 'answer' - 'answered_by')
+			|| jsonb_build_object('question', $4::text)`,
 		args: func(c Change) []any { return []any{string(c.WaitReason), c.Question} },
 	},
 	task.EventAnswer: {

@@ -37,7 +37,7 @@ func TestRepairRoundPromptCarriesWhatFailed(t *testing.T) {
 		wantNotIn []string
 	}{
 		{name: "the log's tail", logs: &fakeLogs{tail: "--- FAIL: TestLimiter\nFAIL widget 0.2s"},
-			want: []string{"Repair round 2 of 3", "Failing after 12s", "--- FAIL: TestLimiter\nFAIL widget 0.2s"},
+			want:      []string{"Repair round 2 of 3", "Failing after 12s", "--- FAIL: TestLimiter\nFAIL widget 0.2s"},
 			wantNotIn: []string{"could not be read"}},
 		{name: "a log that cannot be read", logs: &fakeLogs{err: errors.New("Gitea answered 403 Forbidden")},
 			want: []string{"Repair round 2 of 3", "could not be read (Gitea answered 403 Forbidden)"}},

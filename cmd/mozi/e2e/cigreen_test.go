@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -91,6 +92,18 @@ func TestE2ECIRedRoundsThenPersonThenGreenToReviewers(t *testing.T) {
 		func(t task.Task) bool {
 			return t.ActionType == task.ActionReviewRequest && t.Agent == reviewer && t.HeldFor == task.HeldForCI
 		})
+	// moved waits until the head moved on from sha in Gitea and in mozi's
+	// copy (a status is about a head mozi knows): it returns the new head.
+	moved := func(what, sha string) string {
+		var head string
+		w.eventually(what, time.Minute, func() (bool, string) {
+			pr := w.pulls()[0]
+			known, err := w.store.PullRequest(context.Background(), w.repo, pr.Number)
+			head = pr.Head.Sha
+			return head != sha && err == nil && known.HeadSHA == head, fmt.Sprintf("gitea %s, mozi %s (%v)", head, known.HeadSHA, err)
+		})
+		return head
+	}
 	head := func() string { return w.pulls()[0].Head.Sha }
 
 	// Round 1 on the first head; the fix pushes a new one.
@@ -99,11 +112,10 @@ func TestE2ECIRedRoundsThenPersonThenGreenToReviewers(t *testing.T) {
 	round1 := w.waitTask("repair round 1", 2*time.Minute, task.StatusDone, isAction(task.ActionCIFailure, coder))
 	assert.Equal(t, 1, round1.Meta.CIRound)
 	assert.Equal(t, "ci/test is failure", round1.Meta.StatusDesc)
-	w.eventually("the fix pushed", time.Minute, func() (bool, string) { return head() != h1, head() })
+	h2 := moved("the fix pushed", h1)
 
 	// A red status on the older head never counts; round 2 on the new one.
 	w.status(w.human, h1, "ci/lint", "failure")
-	h2 := head()
 	w.status(w.human, h2, "ci/test", "failure")
 	w.eventually("repair round 2 done", 2*time.Minute, func() (bool, string) {
 		rounds := w.tasksWhere(isAction(task.ActionCIFailure, coder))
@@ -115,10 +127,9 @@ func TestE2ECIRedRoundsThenPersonThenGreenToReviewers(t *testing.T) {
 	for _, r := range rounds {
 		assert.Equal(t, "ci/test", r.Meta.StatusCtx, "the older head's ci/lint made a round")
 	}
-	w.eventually("the second fix pushed", time.Minute, func() (bool, string) { return head() != h2, head() })
+	h3 := moved("the second fix pushed", h2)
 
 	// Red after the last round: the author's task waits for a person.
-	h3 := head()
 	w.status(w.human, h3, "ci/test", "failure")
 	waiting := w.waitTask("the assigned task waiting for a person", time.Minute, task.StatusWaiting,
 		isAction(task.ActionIssueAssigned, coder))
@@ -135,7 +146,7 @@ func TestE2ECIRedRoundsThenPersonThenGreenToReviewers(t *testing.T) {
 	resumed := w.waitTask("the same task resumed and run", 2*time.Minute, task.StatusWorking,
 		func(t task.Task) bool { return t.ID == waiting.ID && t.DispatchCount == 2 && t.LeaseOwner == "" })
 	assert.Equal(t, "The failure is a flaky runner; push once more.", resumed.Meta.Answer)
-	w.eventually("the resumed run pushed", time.Minute, func() (bool, string) { return head() != h3, head() })
+	moved("the resumed run pushed", h3)
 
 	// The reviewer never ran on a red head; green releases it.
 	reviewTask := w.tasksWhere(func(t task.Task) bool { return t.ID == held.ID })[0]

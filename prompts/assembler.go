@@ -35,6 +35,13 @@ type AssemblerConfig struct {
 	Reviews ReviewSource
 	// BotUser is mozi's own login: its comments are not feedback.
 	BotUser string
+	// CILogs reads failed Actions jobs' logs for repair rounds (nil: the
+	// prompt says the log could not be read); LogTailLines is how many
+	// last lines (default task.DefaultLogTailLines); MaxRepairRounds is
+	// the rounds a pull request gets (default task.DefaultMaxRepairRounds).
+	CILogs          CILogReader
+	LogTailLines    int
+	MaxRepairRounds int
 }
 
 // Assembler builds the prompt mozi hands an agent for a task: the one
@@ -71,6 +78,9 @@ func (a *Assembler) Gather(ctx context.Context, t task.Task) (*Input, error) {
 	}
 	if in.Round, err = a.round(ctx, t); err != nil {
 		return nil, err
+	}
+	if t.ActionType == task.ActionCIFailure {
+		in.CILog = a.ciLog(ctx, t)
 	}
 	if t.DispatchCount > 1 || t.RetryCount > 0 {
 		in.Retry, err = a.retry(ctx, t)

@@ -34,6 +34,9 @@ type Input struct {
 	// Checkout is the worktree mozi prepared for the run; nil when the
 	// agent works in its own directory (workspace: none).
 	Checkout *Checkout
+	// CILog is the failed job's log of a repair round (ci_failure); nil
+	// for other tasks.
+	CILog *CILog
 }
 
 // Checkout is where a run works: a git worktree mozi prepared.

@@ -175,6 +175,7 @@ func (s toolchainSection) details(r *Renderer) []string {
 		}
 		out = append(out, strings.TrimRight(b.String(), "\n"), r.Section("round_review"))
 	}
+	out = append(out, waitDetails(r)...)
 	if m.FollowUp != "" {
 		out = append(out, r.Section("follow_up", "missing", r.Label("missing_"+m.FollowUp)))
 	}
@@ -229,7 +230,10 @@ func (s deliverySection) Render(r *Renderer, budget int) string {
 	if !t.ActionType.PushesCode() {
 		checklist = "delivery_report"
 	}
-	out := r.Section(checklist) + "\n\n```\n" + strings.TrimRight(r.Text(tpl.OutputTemplate), "\n") + "\n```"
+	// How to ask a person comes before the report's format, which ends
+	// the section.
+	out := r.Section(checklist) + "\n" + r.Label("question_field") + "\n\n```\n" +
+		strings.TrimRight(r.Text(tpl.OutputTemplate), "\n") + "\n```"
 	return r.Cut(out, budget)
 }
 

@@ -108,10 +108,12 @@ var legal = map[task.Event][]task.Status{
 	task.EventRescue:         {"claimed", "working"},
 	task.EventReclaim:        {"pending"},
 	task.EventNudge:          {"working"},
-	task.EventComplete:       {"pending", "claimed", "working", "review"},
-	task.EventFail:           {"pending", "claimed", "working", "review"},
-	task.EventCancel:         {"pending", "claimed", "working", "review"},
+	task.EventComplete:       {"pending", "claimed", "working", "review", "waiting"},
+	task.EventFail:           {"pending", "claimed", "working", "review", "waiting"},
+	task.EventCancel:         {"pending", "claimed", "working", "review", "waiting"},
 	task.EventRequeue:        {"failed", "cancelled"},
+	task.EventWait:           {"working", "review"},
+	task.EventAnswer:         {"waiting"},
 }
 
 var targets = map[task.Event]task.Status{
@@ -129,6 +131,8 @@ var targets = map[task.Event]task.Status{
 	task.EventFail:           "failed",
 	task.EventCancel:         "cancelled",
 	task.EventRequeue:        "pending",
+	task.EventWait:           "waiting",
+	task.EventAnswer:         "pending",
 }
 
 func TestEveryTransition(t *testing.T) {
@@ -178,6 +182,7 @@ func forceStatus(t *testing.T, raw *pgxpool.Pool, id int64, st task.Status) {
 	t.Helper()
 	running := st == task.StatusClaimed || st == task.StatusWorking
 	_, err := raw.Exec(context.Background(), `UPDATE task_state SET status = $2,
+		wait_reason = CASE WHEN $2 = 'waiting' THEN 'question' ELSE wait_reason END,
 		lease_owner = CASE WHEN $3 THEN 'runner-1' END,
 		lease_expires_at = CASE WHEN $3 THEN now() - interval '1 second' END WHERE id = $1`,
 		id, string(st), running)

@@ -89,7 +89,7 @@ func (q *Queries) DueRounds(ctx context.Context) ([]RoundDue, error) {
 				       count(*) FILTER (WHERE i.state = 'closed' OR (
 				           EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number)
 				           AND NOT EXISTS (SELECT 1 FROM task_state t WHERE t.repo = i.repo AND t.issue_number = i.number
-				                           AND t.status IN ('pending', 'claimed', 'working', 'review')))) AS finished,
+				                           AND t.status IN ('pending', 'claimed', 'working', 'review', 'waiting')))) AS finished,
 				       'round#' || c.number || ':' || string_agg(i.number::text, ',' ORDER BY i.number) AS key
 				FROM issues i WHERE i.repo = c.repo AND i.parent_issue = c.number AND NOT i.is_pull
 			) s
@@ -136,7 +136,7 @@ func (q *Queries) StaleLiveIssues(ctx context.Context, staleAfter time.Duration,
 		FROM task_state t
 		LEFT JOIN issues i ON i.repo = t.repo AND i.number = t.issue_number
 		LEFT JOIN pull_requests p ON p.repo = t.repo AND p.number = t.issue_number
-		WHERE t.status IN ('pending', 'claimed', 'working', 'review') AND t.issue_number > 0
+		WHERE t.status IN ('pending', 'claimed', 'working', 'review', 'waiting') AND t.issue_number > 0
 		  AND COALESCE(p.synced_at, i.synced_at, '-infinity') < now() - $1::interval
 		LIMIT $2`, interval(staleAfter), limit)
 	if err != nil {
@@ -175,7 +175,7 @@ func (q *Queries) OpenPullRequestsInReview(ctx context.Context, limit int) ([]ta
 	rows, err := q.db.Query(ctx, `SELECT `+qualify("p", prColumns)+` FROM pull_requests p
 		WHERE (p.repo, p.number) IN (
 			SELECT t.repo, t.pr_number FROM task_state t
-			WHERE t.status IN ('pending', 'claimed', 'working', 'review') AND t.pr_number IS NOT NULL)
+			WHERE t.status IN ('pending', 'claimed', 'working', 'review', 'waiting') AND t.pr_number IS NOT NULL)
 		  AND p.state = 'open' AND p.head_sha <> ''
 		ORDER BY p.synced_at LIMIT $1`, limit)
 	if err != nil {
@@ -286,7 +286,7 @@ type TaskCount struct {
 func (q *Queries) TaskCounts(ctx context.Context) ([]TaskCount, error) {
 	rows, err := q.db.Query(ctx, `
 		SELECT status, action_type, count(*), extract(epoch FROM now() - min(updated_at))::float8
-		FROM task_state WHERE status IN ('pending', 'claimed', 'working', 'review') GROUP BY 1, 2
+		FROM task_state WHERE status IN ('pending', 'claimed', 'working', 'review', 'waiting') GROUP BY 1, 2
 		UNION ALL
 		SELECT status, action_type, sum(n)::bigint, 0::float8 FROM (
 			SELECT status, action_type, n FROM task_counts

@@ -68,7 +68,7 @@ func (n NewTask) validate() error {
 const taskColumns = `id, repo, issue_number, pr_number, parent_issue, action_type, business_type,
 	agent, status, retry_count, dispatch_count, max_retries, priority, depends_on, daemon_meta,
 	issue_body_cache, issue_updated_at, dedupe_key, hop_count, not_before, lease_owner,
-	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds, held_for, ended_by`
+	lease_expires_at, heartbeat_at, last_error, created_at, updated_at, finished_at, holds, held_for, ended_by, wait_reason`
 
 // lockInOrder ends the subquery that picks the task rows a statement
 // changes several of: it locks them by id. Every writer of several tasks
@@ -189,19 +189,19 @@ func scanTaskWith(row pgx.Row, more ...any) (task.Task, error) {
 		meta                                   []byte
 		issueUpdated, leaseExp, beat, finished *time.Time
 		dedupe, leaseOwner                     *string
-		heldFor                                string
+		heldFor, waitReason                    string
 		depends                                []int32
 	)
 	err := row.Scan(append([]any{&t.ID, &t.Repo, &t.IssueNumber, &pr, &parent, &action, &business,
 		&t.Agent, &status, &t.RetryCount, &t.DispatchCount, &t.MaxRetries, &t.Priority,
 		&depends, &meta, &t.IssueBodyCache, &issueUpdated, &dedupe, &t.HopCount,
 		&t.NotBefore, &leaseOwner, &leaseExp, &beat, &t.LastError, &t.CreatedAt,
-		&t.UpdatedAt, &finished, &t.Holds, &heldFor, &t.EndedBy}, more...)...)
+		&t.UpdatedAt, &finished, &t.Holds, &heldFor, &t.EndedBy, &waitReason}, more...)...)
 	if err != nil {
 		return task.Task{}, err
 	}
 	t.ActionType, t.BusinessType, t.Status = task.ActionType(action), task.BusinessType(business), task.Status(status)
-	t.HeldFor = task.HoldReason(heldFor)
+	t.HeldFor, t.WaitReason = task.HoldReason(heldFor), task.WaitReason(waitReason)
 	t.PRNumber, t.ParentIssue = derefInt(pr), derefInt(parent)
 	t.IssueUpdatedAt, t.LeaseExpiresAt = derefTime(issueUpdated), derefTime(leaseExp)
 	t.HeartbeatAt, t.FinishedAt = derefTime(beat), derefTime(finished)

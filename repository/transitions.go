@@ -19,9 +19,15 @@ type Change struct {
 	LeaseTTL   time.Duration   // claim: how long the lease lasts (default 1m)
 	NotBefore  time.Time       // retry, release: when the task may run again (zero: now)
 	HeldFor    task.HoldReason // release: what the task waits for
-	PRNumber   int             // open_review: the pull request (0: keep)
-	Attempt    int             // reclaim: the run being recorded (its task's dispatch_count)
-	Error      string          // retry, release, interrupt, fail, cancel: why
+	// WaitReason, Question: wait: what the task waits for a person about.
+	WaitReason task.WaitReason
+	Question   string
+	// Answer, AnsweredBy: answer: the person's comment that resumes it.
+	Answer     string
+	AnsweredBy string
+	PRNumber   int    // open_review: the pull request (0: keep)
+	Attempt    int    // reclaim: the run being recorded (its task's dispatch_count)
+	Error      string // retry, release, interrupt, fail, cancel: why
 	// Actor is who ended the task (complete, fail, cancel): the Gitea
 	// login behind the event, or mozi. A running agent whose task someone
 	// else ended is stopped; one that ended it itself may finish.
@@ -128,6 +134,22 @@ var effects = map[task.Event]effect{
 	task.EventCancel: {
 		set:  `, finished_at = now(), last_error = $3, ended_by = $4`,
 		args: func(c Change) []any { return []any{c.Error, c.Actor} },
+	},
+	task.EventWait: {
+		// A running agent keeps its lease, as with the terminal events:
+		// its run's outcome is still to be recorded (FinishRun drops it).
+		set: `, wait_reason = COALESCE(NULLIF($3, ''), 'question'), daemon_meta = (t.daemon_meta - 'answer' - 'answered_by')
+			|| jsonb_build_object('question', $4::text)`,
+		args: func(c Change) []any { return []any{string(c.WaitReason), c.Question} },
+	},
+	task.EventAnswer: {
+		// Due at once, on the same branch (Meta.WorkBranch is kept): the
+		// answer is in the next run's prompt. A lease is kept: a run that
+		// asked and has not exited yet holds the task until it records its
+		// outcome (no reclaim), and the claim waits for it.
+		set: `, wait_reason = '', not_before = now(), holds = 0, held_for = '',
+			daemon_meta = t.daemon_meta || jsonb_build_object('answer', $3::text, 'answered_by', $4::text)`,
+		args: func(c Change) []any { return []any{c.Answer, c.AnsweredBy} },
 	},
 	task.EventRequeue: {
 		set: `, retry_count = 0, not_before = now(), finished_at = NULL, last_error = '', ended_by = ''`,

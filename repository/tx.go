@@ -89,7 +89,7 @@ func (t *Tx) LockIssue(ctx context.Context, repo string, number int) error {
 // LiveTasks returns the live tasks of an issue or pull request, oldest first.
 func (q *Queries) LiveTasks(ctx context.Context, repo string, number int) ([]task.Task, error) {
 	rows, err := q.db.Query(ctx, `SELECT `+taskColumns+` FROM task_state
-		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
+		WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review', 'waiting')
 		ORDER BY id`, repo, number)
 	if err != nil {
 		return nil, fmt.Errorf("live tasks of %s#%d: %w", repo, number, err)
@@ -221,7 +221,7 @@ func (q *Queries) RefreshLiveTasks(ctx context.Context, repo string, number int,
 			daemon_meta = daemon_meta || jsonb_build_object('title', $9::text, 'labels', to_jsonb($10::text[])),
 			updated_at = now()
 		WHERE id IN (SELECT id FROM task_state
-			WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review')
+			WHERE repo = $1 AND issue_number = $2 AND status IN ('pending', 'claimed', 'working', 'review', 'waiting')
 			`+lockInOrder+`)`,
 		repo, number, string(f.BusinessType), f.Priority, nullInt(f.ParentIssue), depends, task.CapBody(f.Body),
 		nullTime(f.UpdatedAt), f.Title, labels)

@@ -46,6 +46,9 @@ var sectionVars = map[string][]string{
 	"label.cut":                 {"bytes"},
 	"label.round_one_review":    {"who", "state"},
 	"label.round_comment":       {"who"},
+	"label.repair_round":        {"round", "rounds"},
+	"label.job_log_unreadable":  {"reason"},
+	"label.answer":              {"person"},
 }
 
 // SectionNames and LabelNames are every section and label a set defines.
@@ -57,7 +60,8 @@ var (
 	LabelNames = []string{"steps", "review", "comment", "check", "no_body", "subject_issue",
 		"subject_pull", "subject_repo", "prior_issue", "latest_report", "no_report", "sub_issues", "cut",
 		"note_uncommitted", "note_diverged", "missing_pull_request", "missing_pull_closed",
-		"missing_report", "missing_push", "missing_review", "round", "round_one_review", "round_loose", "round_comment"}
+		"missing_report", "missing_push", "missing_review", "round", "round_one_review", "round_loose", "round_comment",
+		"repair_round", "job_log_tail", "job_log_unreadable", "answer", "asked", "answered", "question_field"}
 )
 
 // ActionVars lists the placeholders an action's texts may use.

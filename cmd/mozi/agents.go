@@ -49,7 +49,7 @@ func agentLogins(cfg *config.Config) []string {
 }
 
 // newAssembler builds the one prompt assembler of serve and prompt render.
-func newAssembler(cfg *config.Config, set *templates.Set, reader *gitea.IssueReader, store *repository.Store) (*prompts.Assembler, error) {
+func newAssembler(cfg *config.Config, set *templates.Set, reader *gitea.IssueReader, store *repository.Store, client *gitea.Client) (*prompts.Assembler, error) {
 	profiles := map[string]prompts.Agent{}
 	for _, a := range cfg.Agents {
 		pa, err := promptAgent(a)
@@ -58,6 +58,11 @@ func newAssembler(cfg *config.Config, set *templates.Set, reader *gitea.IssueRea
 		}
 		profiles[a.Login] = pa
 	}
+	var logs prompts.CILogReader
+	if client != nil {
+		logs = client
+	}
 	return prompts.NewAssembler(prompts.AssemblerConfig{Set: set, Reader: reader, Attempts: store,
-		Agents: profiles, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg), Reviews: reader, BotUser: cfg.Gitea.BotUser}), nil
+		Agents: profiles, GiteaURL: cfg.Gitea.URL, Lead: leadLogin(cfg), Reviews: reader, BotUser: cfg.Gitea.BotUser,
+		CILogs: logs, LogTailLines: cfg.CI.LogTailLines, MaxRepairRounds: cfg.CI.MaxRepairRounds}), nil
 }

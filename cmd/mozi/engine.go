@@ -100,7 +100,7 @@ func newEngine(cfg *config.Config, set *templates.Set, store *repository.Store, 
 			enabled = append(enabled, a.Login)
 		}
 	}
-	assembler, err := newAssembler(cfg, set, en.reader, store)
+	assembler, err := newAssembler(cfg, set, en.reader, store, en.gitea)
 	if err != nil {
 		return nil, err
 	}

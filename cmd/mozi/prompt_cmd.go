@@ -117,7 +117,7 @@ func liveInput(ctx context.Context, e *env, cfg *config.Config, set *templates.S
 	if !ok {
 		return nil, fmt.Errorf("agent %q is not declared in the configuration", t.Agent)
 	}
-	assembler, err := newAssembler(cfg, set, reader, db.store)
+	assembler, err := newAssembler(cfg, set, reader, db.store, client)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ func newMapper(cfg *config.Config, set *templates.Set, logger *slog.Logger, metr
 		TaskBudgetPerHour: cfg.Webhook.TaskBudgetPerHour,
 		MaxRetries:        task.MaxRetriesSetting(*cfg.Dispatcher.MaxRetries),
 		MaxMentionHops:    cfg.Webhook.MaxMentionHops,
+		MaxRepairRounds:   cfg.CI.MaxRepairRounds,
 		DiscussionGrace:   cfg.Webhook.DiscussionGrace,
 		QuietPeriod:       cfg.Reviews.QuietPeriod,
 		Breaker: repository.BreakerPolicy{Comments: cfg.Webhook.CircuitBreaker.Comments,

@@ -29,13 +29,15 @@ const (
 	EventFail           Event = "fail"            // live → failed (retries exhausted)
 	EventCancel         Event = "cancel"          // live → cancelled (agent unassigned, operator)
 	EventRequeue        Event = "requeue"         // failed, cancelled → pending (operator retry)
+	EventWait           Event = "wait"            // working, review → waiting (a question, CI still red)
+	EventAnswer         Event = "answer"          // waiting → pending (a person answered)
 )
 
 // Events lists every state machine event.
 var Events = []Event{
 	EventClaim, EventStart, EventRelease, EventOpenReview, EventRequestChanges,
 	EventRetry, EventInterrupt, EventRescue, EventReclaim, EventNudge, EventComplete, EventFail, EventCancel,
-	EventRequeue,
+	EventRequeue, EventWait, EventAnswer,
 }
 
 // Transition is what an event does to a task's status: it applies only
@@ -66,6 +68,8 @@ var transitions = map[Event]Transition{
 	EventFail:           {From: LiveStatuses, To: StatusFailed},
 	EventCancel:         {From: LiveStatuses, To: StatusCancelled},
 	EventRequeue:        {From: []Status{StatusFailed, StatusCancelled}, To: StatusPending},
+	EventWait:           {From: []Status{StatusWorking, StatusReview}, To: StatusWaiting},
+	EventAnswer:         {From: []Status{StatusWaiting}, To: StatusPending},
 }
 
 // Transition returns what the event does; false for an unknown event.

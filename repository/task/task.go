@@ -28,6 +28,7 @@ const (
 	StatusClaimed   Status = "claimed"
 	StatusWorking   Status = "working"
 	StatusReview    Status = "review"
+	StatusWaiting   Status = "waiting" // waits for a person (WaitReason says why)
 	StatusDone      Status = "done"
 	StatusFailed    Status = "failed"
 	StatusCancelled Status = "cancelled"
@@ -35,12 +36,12 @@ const (
 
 // Statuses lists every status in state-machine order.
 var Statuses = []Status{
-	StatusPending, StatusClaimed, StatusWorking, StatusReview,
+	StatusPending, StatusClaimed, StatusWorking, StatusReview, StatusWaiting,
 	StatusDone, StatusFailed, StatusCancelled,
 }
 
 // LiveStatuses are the non-terminal statuses.
-var LiveStatuses = []Status{StatusPending, StatusClaimed, StatusWorking, StatusReview}
+var LiveStatuses = []Status{StatusPending, StatusClaimed, StatusWorking, StatusReview, StatusWaiting}
 
 // Terminal reports whether no event moves the task any further.
 func (s Status) Terminal() bool {
@@ -235,6 +236,7 @@ type Task struct {
 	DispatchCount  int        // claims that were not given back: runs, and runs whose runner was lost
 	Holds          int        // consecutive claims given back without a run (see EventRelease)
 	HeldFor        HoldReason // why the last hold waits ("" when not held)
+	WaitReason     WaitReason // why a waiting task waits ("" unless waiting)
 	EndedBy        string     // who ended the task (a Gitea login, mozi), when terminal
 	MaxRetries     int
 	Priority       int
@@ -282,7 +284,15 @@ type Meta struct {
 	FollowUp string `json:"follow_up,omitempty"`
 	// WorkBranch is the branch the task's own work went on, recorded when
 	// its first run was prepared: later runs keep it.
-	WorkBranch string            `json:"work_branch,omitempty"`
+	WorkBranch string `json:"work_branch,omitempty"`
+	// Question is what the task waits for a person to answer (its agent's
+	// question, or what is still red); Answer and AnsweredBy are the
+	// person's comment that resumed it.
+	Question   string            `json:"question,omitempty"`
+	Answer     string            `json:"answer,omitempty"`
+	AnsweredBy string            `json:"answered_by,omitempty"`
+	StatusDesc string            `json:"status_description,omitempty"`
+	CIRound    int               `json:"ci_round,omitempty"` // ci_failure: which repair round of the pull request
 	Extra      map[string]string `json:"extra,omitempty"`
 }
 

@@ -31,6 +31,9 @@ func (e *eventCtx) onComment(ctx context.Context) error {
 	if err := e.onReport(ctx, number); err != nil {
 		return err
 	}
+	if err := e.onAnswer(ctx, number); err != nil {
+		return err
+	}
 	if err := e.onMentions(ctx, number, c.Author); err != nil {
 		return err
 	}
@@ -118,6 +121,12 @@ func (e *eventCtx) onReport(ctx context.Context, number int) error {
 		}
 		if err := e.tx.PatchTaskMeta(ctx, t.ID, meta, clear...); err != nil {
 			return err
+		}
+		if q := task.ReportQuestion(fields); q != "" && t.Status == task.StatusWorking {
+			if err := e.waitForPerson(ctx, t, task.WaitQuestion, q, ""); err != nil {
+				return err
+			}
+			continue // a question does not finish the task: the answer resumes it
 		}
 		if t.ActionType.FinishedByReport() {
 			if err := e.apply(ctx, t, task.EventComplete, repository.Change{}); err != nil {

@@ -97,6 +97,9 @@ func (e *eventCtx) onPullPushed(ctx context.Context) error {
 	if err := e.onPushToPR(ctx, e.pr); err != nil {
 		return err
 	}
+	if err := e.onNewHead(ctx, e.pr); err != nil {
+		return err
+	}
 	return e.onPullOpened(ctx)
 }
 
@@ -188,8 +191,10 @@ func (e *eventCtx) onReviewRequested(ctx context.Context) error {
 		return err
 	}
 	n := e.prTask(ctx, pr, task.ActionReviewRequest, ag.Login)
-	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.PullRequest.UpdatedAt}})
-	return err
+	if _, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: e.ev.PullRequest.UpdatedAt}}); err != nil {
+		return err
+	}
+	return e.gateReviewers(ctx, pr)
 }
 
 // onPullRequestClosed: merged finishes the linked issues' tasks and the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/moziplus/mozi/repository/gitea/payload"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/repository/task/build"
 )
@@ -29,13 +30,15 @@ const urgentPriority = 1
 // anything else is kept until a PR names the commit.
 func (e *eventCtx) onStatus(ctx context.Context) error {
 	st := e.ev.Status
-	if !failing(st.State) {
-		return nil
-	}
 	// A push that makes this commit a pull request's head waits for this
 	// status, or this status for it (LockCommit).
 	if err := e.tx.LockCommit(ctx, e.ev.Repo, st.SHA); err != nil {
 		return err
+	}
+	if e.ev.Kind == payload.KindStatus {
+		if err := e.tx.SaveHeadStatus(ctx, *st); err != nil {
+			return err
+		}
 	}
 	pr, err := e.tx.OpenPullRequestByHead(ctx, e.ev.Repo, st.SHA)
 	if err != nil && !errors.Is(err, task.ErrNotFound) {
@@ -45,7 +48,16 @@ func (e *eventCtx) onStatus(ctx context.Context) error {
 		if err := e.lock(ctx, pr.Number); err != nil {
 			return err
 		}
+		if err := e.gateReviewers(ctx, pr); err != nil {
+			return err
+		}
+		if !failing(st.State) {
+			return nil
+		}
 		return e.ciFailure(ctx, pr, st.UpdatedAt, *st)
+	}
+	if !failing(st.State) {
+		return nil
 	}
 	var action task.ActionType
 	switch {
@@ -77,10 +89,18 @@ func (e *eventCtx) ciFailure(ctx context.Context, pr task.PullRequest, at time.T
 		e.log.Info("CI failed on a pull request whose author is not an agent", "pr", pr.Number, "context", st.Context)
 		return nil
 	}
+	rounds, err := e.tx.CIRounds(ctx, pr.Repo, pr.Number)
+	if err != nil {
+		return err
+	}
+	if rounds >= e.m.cfg.MaxRepairRounds {
+		return e.stillRed(ctx, pr, ag.Login, rounds)
+	}
 	n := e.prTask(ctx, pr, task.ActionCIFailure, ag.Login)
 	n.DedupeKey = task.CIFailureKey(pr.Number, st.SHA, st.Context)
 	n.Meta.HeadSHA, n.Meta.StatusCtx, n.Meta.StatusState, n.Meta.TargetURL = st.SHA, st.Context, st.State, st.TargetURL
-	_, _, err := e.create(ctx, spawn{task: n, cause: build.Cause{At: at}})
+	n.Meta.StatusDesc, n.Meta.CIRound = clip(st.Description, 4<<10), rounds+1
+	_, _, err = e.create(ctx, spawn{task: n, cause: build.Cause{At: at}})
 	return err
 }
 

@@ -85,6 +85,10 @@ type Config struct {
 	Tasks *build.Builder
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxRepairRounds is how many ci_failure tasks a pull request gets
+	// before its author's task waits for a person (default
+	// task.DefaultMaxRepairRounds, 2).
+	MaxRepairRounds int
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +121,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MaxRepairRounds <= 0 {
+		c.MaxRepairRounds = task.DefaultMaxRepairRounds
 	}
 	if c.Route == nil {
 		c.Route = func([]string) task.BusinessType { return task.BusinessFeature }

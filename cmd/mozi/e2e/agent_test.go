@@ -42,6 +42,7 @@ import (
 //	E2E_WAIT_FILE     a run first waits until this file exists in its home
 //	E2E_FAIL          a run exits 1 without doing anything
 //	E2E_REVIEW_TURN   a coder answers a review round in one turn (agent_reviewturn_test.go)
+//	E2E_ASK           a coder asks a question first (agent_cigreen_test.go)
 //	E2E_MODEL_FILE    a coder commits this file of the worktree too, when it
 //	                  exists (what a real CLI's shell tool wrote before it
 //	                  ran this program: see cli_test.go)
@@ -205,6 +206,9 @@ func (a *agentRun) run(ctx context.Context) error {
 func (a *agentRun) coder(ctx context.Context) error {
 	switch a.action {
 	case "issue_assigned":
+		if asked, err := a.askFirst(ctx); asked || err != nil {
+			return err
+		}
 		if err := a.commitAndPush(ctx, fmt.Sprintf("work/%d.txt", a.issue), fmt.Sprintf("Work on #%d", a.issue)); err != nil {
 			return err
 		}

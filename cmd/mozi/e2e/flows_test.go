@@ -203,7 +203,9 @@ func (w *world) checkAttemptsApart() {
 // (synchronized, status) mozi handles first or at the same time.
 func TestE2EFailureStatusAfterPushNeverMissed(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, worldOptions{agents: []agentSpec{{name: "coder", role: "coder"}}})
+	// Every head gets its own repair round here (ci.max_repair_rounds).
+	w := newWorld(t, worldOptions{agents: []agentSpec{{name: "coder", role: "coder"}},
+		tune: func(cfg map[string]any) { section(cfg, "ci")["max_repair_rounds"] = 100 }})
 	coder := w.login("coder")
 	w.createIssue("Add a counter", "Please add a counter file.", coder)
 	w.waitTask("the assigned task", 2*time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))

@@ -78,6 +78,7 @@ type Config struct {
 	// UsageLimits: an agent's account at its usage limit (usagelimits.go).
 	UsageLimits UsageLimits `yaml:"usage_limits"`
 	Progress    Progress    `yaml:"progress"`
+	CI          CI          `yaml:"ci"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -605,6 +606,7 @@ func (c *Config) applyDefaults() {
 	c.Templates.Locale = cmp.Or(c.Templates.Locale, templates.DefaultLocale)
 	c.Log.Level = cmp.Or(c.Log.Level, DefaultLogLevel)
 	c.Log.Format = cmp.Or(c.Log.Format, DefaultLogFormat)
+	c.CI.applyDefaults()
 	d := &c.Dispatcher
 	d.MaxConcurrency = cmp.Or(d.MaxConcurrency, dispatcher.DefaultMaxConcurrency)
 	d.LeaseTTL = cmp.Or(d.LeaseTTL, dispatcher.DefaultLeaseTTL)
@@ -757,6 +759,7 @@ func (c *Config) validate() error {
 	c.validateAgents(p)
 	c.validateUsageLimits(p)
 	c.validateProgress(p)
+	c.CI.validate(p)
 	return p.err()
 }
 

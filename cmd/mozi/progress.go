@@ -26,6 +26,7 @@ func newProgressPoster(cfg *config.Config, store *repository.Store, g *gitea.Cli
 	return progress.NewPoster(store, pg, progress.Config{
 		Enabled:         enabled,
 		MinEditInterval: cfg.Progress.MinEditInterval,
+		MaxRepairRounds: cfg.CI.MaxRepairRounds,
 		Logger:          logger,
 		Metrics:         progress.NewMetrics(reg),
 	})

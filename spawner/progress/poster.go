@@ -67,11 +67,14 @@ type Config struct {
 	// Poll is the safety net when no notification wakes it, and how soon
 	// a comment held back by MinEditInterval is seen again (default
 	// DefaultPoll).
-	Poll        time.Duration
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
-	Logger      *slog.Logger
-	Metrics     *Metrics
+	Poll time.Duration
+	// MaxRepairRounds is the CI repair rounds a pull request gets: a task
+	// waiting after CI stayed red used them all.
+	MaxRepairRounds int
+	BackoffBase     time.Duration
+	BackoffMax      time.Duration
+	Logger          *slog.Logger
+	Metrics         *Metrics
 }
 
 // Poster keeps the issues' status comments up to date.
@@ -173,7 +176,10 @@ func (p *Poster) show(ctx context.Context, c repository.StatusComment) {
 	var agents []string
 	items := make([]Item, len(tasks))
 	for i, t := range tasks {
-		items[i] = Item{Task: t}
+		items[i] = Item{Task: t, WaitReason: string(t.WaitReason)}
+		if t.WaitReason == task.WaitCIRed {
+			items[i].CIRound, items[i].CIRounds = p.cfg.MaxRepairRounds, p.cfg.MaxRepairRounds
+		}
 		if t.Status == task.StatusPending {
 			if items[i].OpenDeps, err = p.store.OpenDependencies(ctx, t.ID); err != nil {
 				p.retry(bg, log, c, err)

@@ -74,6 +74,7 @@ type Config struct {
 	Backend    Backend    `yaml:"backend"`
 	Log        Log        `yaml:"log"`
 	Agents     []Agent    `yaml:"agents"`
+	Console    Console    `yaml:"console"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -742,6 +743,7 @@ func (c *Config) validate() error {
 	c.validateEngine(p)
 	c.validateBackend(p)
 	c.validateAgents(p)
+	c.validateConsole(p)
 	return p.err()
 }
 

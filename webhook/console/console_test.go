@@ -123,7 +123,9 @@ func (b *browser) post(t *testing.T, path, csrf string) int {
 	return resp.StatusCode
 }
 
-func listed(page string, id int64) bool { return strings.Contains(page, fmt.Sprintf(`data-task="%d"`, id)) }
+func listed(page string, id int64) bool {
+	return strings.Contains(page, fmt.Sprintf(`data-task="%d"`, id))
+}
 
 func TestConsoleRefusesAnAnonymousUser(t *testing.T) {
 	f := newFixture(t, false)

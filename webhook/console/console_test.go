@@ -25,8 +25,6 @@ import (
 	"github.com/moziplus/mozi/webhook/console"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
 type fixture struct {
 	store *repository.Store
 	gitea *fakeGitea

@@ -68,7 +68,7 @@ func (c *Config) validateConsole(p *problems) {
 		p.add("console.oauth.client_id", "is empty: register mozi in Gitea with mozi console register")
 	}
 	if c.Gitea.URL == "" {
-		p.add("console.listen", "the console signs users in with Gitea: set gitea.url")
+		p.add("gitea.url", "is empty: the console signs users in with Gitea: set gitea.url")
 	}
 	if c.Console.SessionTTL < 0 {
 		p.add("console.session_ttl", "must not be negative, got %s", c.Console.SessionTTL)

@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// errSignedOut means Gitea no longer accepts the user's token (revoked
+// or expired): the user must sign in again.
+var errSignedOut = errors.New("Gitea no longer accepts the user's token")
+
 // perm is what a user may do in a repository, as Gitea says.
 type perm struct {
 	Read, Write bool
@@ -98,6 +102,8 @@ func (s *Server) permission(ctx context.Context, v viewer, repo string) (perm, e
 			Write: out.Permissions.Push || out.Permissions.Admin}
 	case errors.As(err, &se) && (se.code == http.StatusNotFound || se.code == http.StatusForbidden):
 		// Gitea hides a private repository from who cannot read it.
+	case errors.As(err, &se) && se.code == http.StatusUnauthorized:
+		return perm{}, errSignedOut
 	default:
 		return perm{}, fmt.Errorf("ask Gitea about %s for %s: %w", repo, v.Login, err)
 	}

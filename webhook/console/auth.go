@@ -73,7 +73,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sign-in refused by Gitea: "+e, http.StatusForbidden)
 		return
 	}
-	token, err := s.exchange(r.Context(), r.URL.Query().Get("code"))
+	token, lifetime, err := s.exchange(r.Context(), r.URL.Query().Get("code"))
 	if err != nil {
 		s.log.Warn("console sign-in failed", "error", err)
 		http.Error(w, "sign-in failed: Gitea did not accept the code", http.StatusBadGateway)
@@ -86,8 +86,14 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := randomToken()
+	// The session ends when the user's Gitea token does (Gitea's default
+	// is an hour): without it mozi cannot ask what the user may read.
+	ttl := s.cfg.SessionTTL
+	if lifetime > 0 && lifetime < ttl {
+		ttl = lifetime
+	}
 	sess := repository.ConsoleSession{Login: login, Token: token, CSRF: randomToken(),
-		ExpiresAt: time.Now().Add(s.cfg.SessionTTL)}
+		ExpiresAt: time.Now().Add(ttl)}
 	if err := s.store.CreateConsoleSession(r.Context(), hashID(id), sess); err != nil {
 		s.fail(w, r, err)
 		return
@@ -98,30 +104,32 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusFound)
 }
 
-// exchange trades an authorization code for the user's access token.
-func (s *Server) exchange(ctx context.Context, code string) (string, error) {
+// exchange trades an authorization code for the user's access token and
+// its lifetime (0: not said).
+func (s *Server) exchange(ctx context.Context, code string) (string, time.Duration, error) {
 	if code == "" {
-		return "", errors.New("no code")
+		return "", 0, errors.New("no code")
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {s.redirectURI()},
 		"client_id": {s.cfg.ClientID}, "client_secret": {s.cfg.ClientSecret}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.GiteaURL+"/login/oauth/access_token",
 		strings.NewReader(form.Encode()))
 	if err != nil {
-		return "", fmt.Errorf("token request: %w", err)
+		return "", 0, fmt.Errorf("token request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	var out struct {
 		AccessToken string `json:"access_token"`
+		ExpiresIn   int64  `json:"expires_in"`
 	}
 	if err := s.doJSON(req, &out); err != nil {
-		return "", fmt.Errorf("token request: %w", err)
+		return "", 0, fmt.Errorf("token request: %w", err)
 	}
 	if out.AccessToken == "" {
-		return "", errors.New("token request: no access_token in the answer")
+		return "", 0, errors.New("token request: no access_token in the answer")
 	}
-	return out.AccessToken, nil
+	return out.AccessToken, time.Duration(out.ExpiresIn) * time.Second, nil
 }
 
 func (s *Server) giteaUser(ctx context.Context, token string) (string, error) {
@@ -238,8 +246,17 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// fail answers 500 for an error of mozi's, logged once with its request.
+// fail answers 500 for an error of mozi's, logged once with its request;
+// a token Gitea refuses sends the user to sign in again.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errSignedOut) {
+		if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/stream") {
+			http.Redirect(w, r, "/login", http.StatusFound)
+			return
+		}
+		http.Error(w, "sign in again", http.StatusUnauthorized)
+		return
+	}
 	s.log.Error("console request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	http.Error(w, "internal error", http.StatusInternalServerError)
 }

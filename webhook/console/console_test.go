@@ -309,3 +309,19 @@ func sseEvents(body io.Reader) <-chan sse {
 	}()
 	return out
 }
+
+// A token Gitea no longer accepts (revoked, or expired before the
+// session) sends the user to sign in again instead of failing.
+func TestConsoleSendsAUserWhoseTokenGiteaRefusesToSignIn(t *testing.T) {
+	f := newFixture(t, false)
+	alice := f.signIn(t, "alice", map[string]perm{"acme/app": {pull: true, push: true}})
+	f.gitea.revoke("alice")
+	// A repository the console has not asked Gitea about for this session
+	// (answers are cached for 30 s).
+	tk := f.task(t, "acme/app", 1)
+	resp := alice.get(t, fmt.Sprintf("/tasks/%d", tk.ID))
+	assert.Equal(t, http.StatusFound, resp.StatusCode)
+	assert.Equal(t, "/login", resp.Header.Get("Location"))
+	assert.Equal(t, http.StatusUnauthorized, alice.post(t, fmt.Sprintf("/tasks/%d/stop", tk.ID), alice.csrf))
+	assert.Equal(t, task.StatusPending, f.status(t, tk.ID))
+}

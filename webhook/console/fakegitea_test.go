@@ -14,17 +14,19 @@ import (
 // the user whose token asks.
 type fakeGitea struct {
 	*httptest.Server
-	mu     sync.Mutex
-	codes  map[string]string          // authorization code → login
-	perms  map[string]map[string]perm // login → repository → permission
-	secret string
-	asked  int // repository permission requests
+	mu      sync.Mutex
+	codes   map[string]string          // authorization code → login
+	perms   map[string]map[string]perm // login → repository → permission
+	secret  string
+	asked   int // repository permission requests
+	revoked map[string]bool
 }
 
 type perm struct{ pull, push bool }
 
 func newFakeGitea(t *testing.T) *fakeGitea {
-	g := &fakeGitea{codes: map[string]string{}, perms: map[string]map[string]perm{}, secret: "s3cret"}
+	g := &fakeGitea{codes: map[string]string{}, perms: map[string]map[string]perm{}, secret: "s3cret",
+		revoked: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login/oauth/access_token", func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
@@ -66,7 +68,17 @@ func newFakeGitea(t *testing.T) *fakeGitea {
 }
 
 func (g *fakeGitea) login(r *http.Request) (string, bool) {
-	return strings.CutPrefix(r.Header.Get("Authorization"), "Bearer token-of-")
+	login, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer token-of-")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return login, ok && !g.revoked[login]
+}
+
+// revoke makes Gitea refuse the user's token from now on.
+func (g *fakeGitea) revoke(login string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.revoked[login] = true
 }
 
 func (g *fakeGitea) user(login string, perms map[string]perm) (code string) {

@@ -12,7 +12,7 @@ import (
 
 // errSignedOut means Gitea no longer accepts the user's token (revoked
 // or expired): the user must sign in again.
-var errSignedOut = errors.New("Gitea no longer accepts the user's token")
+var errSignedOut = errors.New("the user's token is no longer accepted by Gitea")
 
 // perm is what a user may do in a repository, as Gitea says.
 type perm struct {

@@ -362,6 +362,11 @@ func (s *Store) ProcessNextDelivery(ctx context.Context, policy RetryPolicy, fn 
 		if err != nil {
 			return fmt.Errorf("claim delivery: %w", err)
 		}
+		// The task history (task_events) names the delivery behind each
+		// change this transaction makes.
+		if _, err := tx.db.Exec(ctx, `SELECT set_config('mozi.delivery', $1, true)`, d.ID); err != nil {
+			return fmt.Errorf("delivery %s: name it for the task history: %w", d.ID, err)
+		}
 		// A savepoint keeps the claim when fn fails, so the failure can be
 		// recorded in the same transaction.
 		sp, err := tx.tx.Begin(ctx)

@@ -38,6 +38,7 @@ func commands() []command {
 		{"prompt", "render --repo R --issue N [--action A] [--agent X] | --payload FILE", "print exactly the prompt mozi would send to an agent", runPrompt},
 		{"doctor", "[--config FILE]", "check configuration, database, Gitea access, webhooks and agents, one line each", runDoctor},
 		{"webhook", "install [--repo OWNER/NAME…] [--org ORG] [--url URL]", "create or update the Gitea webhook that sends mozi its events", runWebhook},
+		{"console", "register [--redirect-url URL] [--name NAME]", "register the web console in Gitea as an OAuth2 application", runConsole},
 		{"version", "", "print the version", runVersion},
 		{"help", "[COMMAND]", "show help for mozi or one command", nil},
 	}

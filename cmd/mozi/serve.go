@@ -173,6 +173,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		close(processorDone)
 	}()
 
+	stopConsole, err := startConsole(e, cfg, db.store, logger)
+	if err != nil {
+		return err
+	}
 	stopEngine := en.start()
 	router := newRouter(db.store, registry, logger)
 	router.Post(webhook.Path, intake.ServeHTTP)
@@ -202,6 +206,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("http shutdown", "error", err)
 	}
+	stopConsole(shutdownCtx)
 	stopEngine()
 	stopBackground()
 	intake.Wait()

@@ -79,6 +79,7 @@ type Config struct {
 	UsageLimits UsageLimits `yaml:"usage_limits"`
 	Progress    Progress    `yaml:"progress"`
 	CI          CI          `yaml:"ci"`
+	Console     Console     `yaml:"console"`
 
 	// MemoryLimit is the Go runtime's soft memory limit (default 256MiB;
 	// the GOMEMLIMIT environment variable wins): near it the garbage
@@ -760,6 +761,7 @@ func (c *Config) validate() error {
 	c.validateUsageLimits(p)
 	c.validateProgress(p)
 	c.CI.validate(p)
+	c.validateConsole(p)
 	return p.err()
 }
 

@@ -37,9 +37,14 @@ func TestE2EQuestionAnsweredByPersonResumesTheTask(t *testing.T) {
 	assert.Equal(t, question, waiting.Meta.Question)
 	assert.Empty(t, w.pulls(), "the agent stopped at its question")
 	w.eventually("mozi's comment asking the issue's author", time.Minute, func() (bool, string) {
-		asks := w.commentsBy(issue, w.bot.Login)
+		asks := w.notices(issue)
 		return len(asks) == 1 && strings.Contains(asks[0].Body, "@"+w.human.Login) &&
 			strings.Contains(asks[0].Body, question), fmt.Sprintf("%+v", asks)
+	})
+
+	w.eventually("the status comment says the task waits for an answer", time.Minute, func() (bool, string) {
+		text := w.statusText(issue)
+		return strings.Contains(text, "⏸ **waiting**: an answer to the agent's question"), text
 	})
 
 	// An agent's comment is no answer.
@@ -64,7 +69,7 @@ func TestE2EQuestionAnsweredByPersonResumesTheTask(t *testing.T) {
 	}
 	assert.True(t, read, "the resumed run's prompt carried the answer")
 	assert.Len(t, w.tasks(), 1, describe(w.tasks()))
-	assert.Len(t, w.commentsBy(issue, w.bot.Login), 1, "one comment for the question")
+	assert.Len(t, w.notices(issue), 1, "one comment for the question")
 	w.checkRuns()
 }
 
@@ -136,9 +141,13 @@ func TestE2ECIRedRoundsThenPersonThenGreenToReviewers(t *testing.T) {
 	assert.Equal(t, task.WaitCIRed, waiting.WaitReason)
 	assert.Len(t, w.tasksWhere(isAction(task.ActionCIFailure, coder)), 2, "no third round")
 	w.eventually("mozi's comment saying what is red", time.Minute, func() (bool, string) {
-		notes := w.commentsBy(issue, w.bot.Login)
+		notes := w.notices(issue)
 		return len(notes) == 1 && strings.Contains(notes[0].Body, "@"+w.human.Login) &&
 			strings.Contains(notes[0].Body, "`ci/test`: failure"), fmt.Sprintf("%+v", notes)
+	})
+	w.eventually("the status comment says CI stayed red", time.Minute, func() (bool, string) {
+		text := w.statusText(issue)
+		return strings.Contains(text, "⏸ **waiting**: CI red (round 2 of 2)"), text
 	})
 	w.status(w.human, h3, "ci/test", "error") // still red: no second comment, no round
 	w.call(w.human, http.MethodPost, fmt.Sprintf("/repos/%s/issues/%d/comments", w.repo, issue),
@@ -162,6 +171,6 @@ func TestE2ECIRedRoundsThenPersonThenGreenToReviewers(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"APPROVED"}, states)
-	assert.Len(t, w.commentsBy(issue, w.bot.Login), 1, "one comment for the red pull request")
+	assert.Len(t, w.notices(issue), 1, "one comment for the red pull request")
 	w.checkRuns()
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/moziplus/mozi/repository/pgtest"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/agenttest"
+	"github.com/moziplus/mozi/spawner/progress"
 )
 
 // agentSpec declares one agent of a world: a Gitea user of its own and
@@ -619,6 +620,28 @@ func (w *world) commentsBy(number int, login string) []comment {
 		}
 	}
 	return out
+}
+
+// notices is mozi's comments on an issue other than its status comment
+// (which it edits in place as the work moves: spawner/progress).
+func (w *world) notices(number int) []comment {
+	var out []comment
+	for _, c := range w.commentsBy(number, w.bot.Login) {
+		if !strings.Contains(c.Body, progress.Marker) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// statusText is the issue's status comment as Gitea shows it ("" when none).
+func (w *world) statusText(number int) string {
+	for _, c := range w.commentsBy(number, w.bot.Login) {
+		if strings.Contains(c.Body, progress.Marker) {
+			return c.Body
+		}
+	}
+	return ""
 }
 
 type pull struct {

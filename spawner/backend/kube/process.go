@@ -217,18 +217,19 @@ func (p *process) conclude(pod *corev1.Pod, gone bool, failing string) backend.E
 	if failing != "" {
 		return backend.Exit{Code: -1, Why: failing}
 	}
+	var deadline backend.Exit
 	if pod != nil {
 		for _, c := range pod.Status.InitContainerStatuses {
 			if t := c.State.Terminated; c.Name == checkoutContainerName && t != nil && t.ExitCode != 0 {
 				return backend.Exit{Code: -1, Why: "checkout failed: " + p.checkoutTail()}
 			}
 		}
-		if t := agentTerminated(pod); t != nil && !deletedBefore(pod, t) {
+		if t := agentTerminated(pod); t != nil && !deletedBefore(pod, t) && !(killed(t) && p.deadlineExit(&deadline)) {
 			return exitOf(t)
 		}
 	}
-	if ok, secs := p.deadlinePassed(); ok {
-		return backend.Exit{Code: -1, Deadline: true, Why: fmt.Sprintf("the Job's deadline of %ds passed", secs)}
+	if deadline.Deadline || p.deadlineExit(&deadline) {
+		return deadline
 	}
 	if p.wasStopped() {
 		return backend.Exit{Code: -1, Why: "stopped: the Job was deleted"}
@@ -271,6 +272,20 @@ func exitOf(t *corev1.ContainerStateTerminated) backend.Exit {
 		e.Why = fmt.Sprintf("exited with status %d", t.ExitCode)
 	}
 	return e
+}
+
+// killed: the agent ended by SIGKILL or SIGTERM. The Job controller's
+// kill at activeDeadlineSeconds can be seen in the pod before its
+// deletion is (seen in CI under load), so such an exit asks the Job.
+func killed(t *corev1.ContainerStateTerminated) bool { return t.ExitCode == 137 || t.ExitCode == 143 }
+
+// deadlineExit fills e when the Job's deadline ended the run.
+func (p *process) deadlineExit(e *backend.Exit) bool {
+	ok, secs := p.deadlinePassed()
+	if ok {
+		*e = backend.Exit{Code: -1, Deadline: true, Why: fmt.Sprintf("the Job's deadline of %ds passed", secs)}
+	}
+	return ok
 }
 
 // deadlinePassed reads the Job's conditions: the Job controller deletes

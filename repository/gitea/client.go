@@ -195,6 +195,22 @@ func Status(err error) int {
 	return 0
 }
 
+// Refused reports whether Gitea refused a call for good: a 4xx other than
+// a refused token (an operator fixes that), a timeout or a rate limit.
+// Trying the same call again cannot help.
+func Refused(err error) bool {
+	if errors.Is(err, ErrUnauthorized) {
+		return false
+	}
+	switch s := Status(err); {
+	case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
+		return false
+	case s >= 400 && s < 500:
+		return true
+	}
+	return false
+}
+
 // ErrUnauthorized is Gitea's 401: the token is wrong, expired or revoked.
 var ErrUnauthorized = errors.New("the token was refused (401): it is wrong, expired or revoked")
 

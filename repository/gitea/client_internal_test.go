@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -407,5 +408,24 @@ func TestDetectForge(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, !tt.want.Forgejo, slices.Contains(got.HookEvents(), "status"))
 		})
+	}
+}
+
+func TestRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"not found", &statusError{status: http.StatusNotFound, err: errors.New("404")}, true},
+		{"forbidden", &statusError{status: http.StatusForbidden, err: errors.New("403")}, true},
+		{"refused token: an operator fixes it", fmt.Errorf("post: %w", ErrUnauthorized), false},
+		{"request timeout", &statusError{status: http.StatusRequestTimeout, err: errors.New("408")}, false},
+		{"rate limited", &statusError{status: http.StatusTooManyRequests, err: errors.New("429")}, false},
+		{"server error", &statusError{status: http.StatusBadGateway, err: errors.New("502")}, false},
+		{"no answer", errors.New("connection refused"), false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, Refused(tt.err), tt.name)
 	}
 }

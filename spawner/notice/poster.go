@@ -2,10 +2,8 @@ package notice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/worker"
 )
 
 // Gitea is where the poster comments (gitea.Client).
@@ -61,7 +60,7 @@ type Poster struct {
 	cfg   PosterConfig
 	store Store
 	gitea Gitea
-	wake  chan struct{}
+	loop  *worker.Loop
 }
 
 // NewPoster builds a poster.
@@ -81,32 +80,14 @@ func NewPoster(store Store, g Gitea, cfg PosterConfig) *Poster {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Poster{cfg: cfg, store: store, gitea: g, wake: make(chan struct{}, 1)}
+	return &Poster{cfg: cfg, store: store, gitea: g, loop: worker.New()}
 }
 
-// Wake asks for a pass now (a comment was queued, Gitea answers again).
-// It never blocks.
-func (p *Poster) Wake() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+// Wake asks for a pass now (new work was written). It never blocks.
+func (p *Poster) Wake() { p.loop.Wake() }
 
 // Run posts queued comments until ctx ends.
-func (p *Poster) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		more := p.pass(ctx)
-		if more {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-p.wake:
-		case <-time.After(p.cfg.Poll):
-		}
-	}
-}
+func (p *Poster) Run(ctx context.Context) { p.loop.Run(ctx, p.cfg.Poll, p.pass) }
 
 // pass posts what is due and reports whether more may be.
 func (p *Poster) pass(ctx context.Context) bool {
@@ -149,7 +130,7 @@ func (p *Poster) post(ctx context.Context, it repository.OutboxItem) {
 	}
 	id, err := p.gitea.PostComment(ctx, it.Repo, it.Issue, it.Body+"\n\n"+marker)
 	if err != nil {
-		if permanent(err) {
+		if gitea.Refused(err) {
 			log.Error("Gitea refuses mozi's comment for good: given up", "error", err)
 			p.cfg.Metrics.parked.Inc()
 			if err := p.store.OutboxPark(bg, it.ID, err.Error()); err != nil {
@@ -199,22 +180,6 @@ func (p *Poster) retry(ctx context.Context, log *slog.Logger, it repository.Outb
 	if err := p.store.OutboxRetry(ctx, it.ID, time.Now().Add(wait), err.Error()); err != nil {
 		log.Error("outbox not updated", "error", err)
 	}
-}
-
-// permanent reports whether Gitea refused the comment for good: a 4xx
-// other than a refused token (fixed by an operator), a timeout or a rate
-// limit.
-func permanent(err error) bool {
-	if errors.Is(err, gitea.ErrUnauthorized) {
-		return false
-	}
-	switch s := gitea.Status(err); {
-	case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
-		return false
-	case s >= 400 && s < 500:
-		return true
-	}
-	return false
 }
 
 // Metrics are the poster's collectors; the outbox's depth and age are

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/gitea"
 	"github.com/moziplus/mozi/repository/task"
+	"github.com/moziplus/mozi/spawner/worker"
 )
 
 // Gitea is where the status comments go (gitea.Client).
@@ -82,7 +82,7 @@ type Poster struct {
 	cfg   Config
 	store Store
 	gitea Gitea
-	wake  chan struct{}
+	loop  *worker.Loop
 }
 
 // NewPoster builds a poster.
@@ -108,30 +108,14 @@ func NewPoster(store Store, g Gitea, cfg Config) *Poster {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Poster{cfg: cfg, store: store, gitea: g, wake: make(chan struct{}, 1)}
+	return &Poster{cfg: cfg, store: store, gitea: g, loop: worker.New()}
 }
 
-// Wake asks for a pass now (a task changed). It never blocks.
-func (p *Poster) Wake() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+// Wake asks for a pass now (new work was written). It never blocks.
+func (p *Poster) Wake() { p.loop.Wake() }
 
 // Run keeps the status comments up to date until ctx ends.
-func (p *Poster) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if p.Pass(ctx) {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-p.wake:
-		case <-time.After(p.cfg.Poll):
-		}
-	}
-}
+func (p *Poster) Run(ctx context.Context) { p.loop.Run(ctx, p.cfg.Poll, p.Pass) }
 
 // Pass folds the task changes, shows what is due and reports whether more
 // may be.
@@ -207,7 +191,7 @@ func (p *Poster) show(ctx context.Context, c repository.StatusComment) {
 		switch {
 		case c.CommentID != 0 && errors.Is(err, task.ErrNotFound):
 			p.lost(ctx, log, c, err)
-		case permanent(err):
+		case gitea.Refused(err):
 			log.Error("Gitea refuses mozi's status comment for good: given up", "error", err)
 			p.cfg.Metrics.edits.WithLabelValues("parked").Inc()
 			if err := p.store.StatusPark(bg, c, err.Error()); err != nil {
@@ -300,7 +284,7 @@ func (p *Poster) react(ctx context.Context, log *slog.Logger, c *repository.Stat
 		switch {
 		case err == nil:
 			p.cfg.Metrics.reactions.WithLabelValues("ok").Inc()
-		case permanent(err):
+		case gitea.Refused(err):
 			p.cfg.Metrics.reactions.WithLabelValues("refused").Inc()
 			log.Warn("Gitea refuses mozi's reaction: not tried again", "task_id", t.ID, "error", err)
 		default:
@@ -322,21 +306,6 @@ func (p *Poster) retry(ctx context.Context, log *slog.Logger, c repository.Statu
 	if err := p.store.StatusRetry(ctx, c, time.Now().Add(wait), err.Error(), false); err != nil {
 		log.Error("status comment not updated", "error", err)
 	}
-}
-
-// permanent reports whether Gitea refused for good: a 4xx other than a
-// refused token (fixed by an operator), a timeout or a rate limit.
-func permanent(err error) bool {
-	if errors.Is(err, gitea.ErrUnauthorized) {
-		return false
-	}
-	switch s := gitea.Status(err); {
-	case s == http.StatusRequestTimeout, s == http.StatusTooManyRequests:
-		return false
-	case s >= 400 && s < 500:
-		return true
-	}
-	return false
 }
 
 // Metrics are the poster's collectors.

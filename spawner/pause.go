@@ -22,9 +22,6 @@ type Pauser interface {
 // credential resume by themselves at a usage limit's reset.
 const DefaultMaxResumesPerDay = 3
 
-// HeldForAPerson is task.HeldForAPerson.
-var HeldForAPerson = task.HeldForAPerson
-
 // providerKeys are the variables a CLI takes its provider credential from:
 // agents whose first one found holds the same value share an account.
 var providerKeys = []string{"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
@@ -65,7 +62,7 @@ func (s *Spawner) sharing(c string) []string {
 // pause records that the run of t hit a usage limit: every agent on the
 // same credential waits for the reset (or a backoff when the CLI gave
 // none). Past the daily cap of unattended resumes the reset becomes
-// HeldForAPerson. It returns r with the reset the task waits for.
+// task.HeldForAPerson. It returns r with the reset the task waits for.
 func (s *Spawner) pause(ctx context.Context, log *slog.Logger, t task.Task, r Result, now time.Time) Result {
 	counted := !r.Reset.IsZero() && r.Reset.After(now)
 	if !counted {
@@ -90,13 +87,13 @@ func (s *Spawner) pause(ctx context.Context, log *slog.Logger, t task.Task, r Re
 			r.Err = fmt.Sprintf("%s; %d unattended resumes today, over the daily cap of %d: held until a person runs mozi task resume %d",
 				r.Err, resumes, s.cfg.MaxResumesPerDay, t.ID)
 			if _, err := s.cfg.Pauses.PauseCredential(context.WithoutCancel(ctx), repository.Pause{Credential: c,
-				Agents: agents, Until: HeldForAPerson, Reason: r.Err}); err != nil {
+				Agents: agents, Until: task.HeldForAPerson, Reason: r.Err}); err != nil {
 				log.Warn("usage limit cap not recorded for the agents sharing the credential", "error", err)
 			}
 		}
 	}
 	if capped {
-		r.Reset = HeldForAPerson
+		r.Reset = task.HeldForAPerson
 	}
 	return r
 }

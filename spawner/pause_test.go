@@ -146,7 +146,7 @@ func TestPausedRunHoldsTheAgentsOfItsCredential(t *testing.T) {
 	got, err = store.Task(ctx, tk.ID)
 	require.NoError(t, err)
 	assert.Equal(t, task.HeldForUsageLimit, got.HeldFor)
-	assert.True(t, HeldForAPerson.Equal(got.NotBefore), "not before %s", got.NotBefore)
+	assert.True(t, task.HeldForAPerson.Equal(got.NotBefore), "not before %s", got.NotBefore)
 	attempts, err = store.Attempts(ctx, tk.ID)
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)

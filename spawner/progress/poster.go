@@ -160,7 +160,7 @@ func (p *Poster) show(ctx context.Context, c repository.StatusComment) {
 	var agents []string
 	items := make([]Item, len(tasks))
 	for i, t := range tasks {
-		items[i] = Item{Task: t, WaitReason: string(t.WaitReason)}
+		items[i] = Item{Task: t}
 		if t.WaitReason == task.WaitCIRed {
 			items[i].CIRound, items[i].CIRounds = p.cfg.MaxRepairRounds, p.cfg.MaxRepairRounds
 		}

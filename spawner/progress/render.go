@@ -19,12 +19,10 @@ const Marker = "<!-- mozi:status -->"
 // Item is a task as its issue's status comment shows it.
 type Item struct {
 	Task task.Task
-	// WaitReason is why a task that waits for a person waits
-	// ("question", "ci_red"); CIRound of CIRounds count the rounds of a
-	// red CI.
-	WaitReason string
-	CIRound    int
-	CIRounds   int
+	// CIRound of CIRounds count the repair rounds of a task waiting
+	// because CI stayed red.
+	CIRound  int
+	CIRounds int
 	// OpenDeps are the open issues a pending task waits for (the claim
 	// skips it without a hold).
 	OpenDeps []int
@@ -120,10 +118,10 @@ func line(it Item, f Facts) string {
 
 // waitWhy names what a task that waits for a person waits for.
 func waitWhy(it Item) string {
-	switch it.WaitReason {
-	case "question":
+	switch it.Task.WaitReason {
+	case task.WaitQuestion:
 		return "an answer to the agent's question"
-	case "ci_red":
+	case task.WaitCIRed:
 		if it.CIRounds > 0 {
 			return fmt.Sprintf("CI red (round %d of %d)", it.CIRound, it.CIRounds)
 		}
@@ -131,7 +129,7 @@ func waitWhy(it Item) string {
 	case "":
 		return string(it.Task.Status)
 	}
-	return it.WaitReason
+	return string(it.Task.WaitReason)
 }
 
 // queuedWhy says why a pending task has not started (empty: it is next).

@@ -84,8 +84,11 @@ func TestE2EStatusCommentFollowsTheWork(t *testing.T) {
 	assert.Equal(t, "queued", states[0])
 	assert.Equal(t, "done", states[len(states)-1])
 	order := []string{"queued", "starting", "running", "opened", "done"}
+	// Two edits may share a step: "queued — waits: dependency open" then
+	// "queued" once the dependency closed (seen when the claim came after
+	// the next edit was due).
 	for i := 1; i < len(states); i++ {
-		assert.Less(t, slices.Index(order, states[i-1]), slices.Index(order, states[i]),
+		assert.LessOrEqual(t, slices.Index(order, states[i-1]), slices.Index(order, states[i]),
 			"the comment only moves forward: %v", states)
 	}
 	assert.Contains(t, states, "running")

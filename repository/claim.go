@@ -64,9 +64,9 @@ func (q *Queries) OpenDependencies(ctx context.Context, id int64) ([]int, error)
 // circuit breaker closed, for issue work
 // their Depends: and blocked-by issues not open (notifications, reviews and
 // mentions do not wait for dependencies), their agent enabled, not paused at
-// a usage limit (agent_pauses) and under its limit, no run of the same agent live on the same issue; highest priority
-// first; at most one per (issue, agent) per claim. Rows another
-// transaction holds are skipped.
+// a usage limit (agent_pauses) and under its limit, no run of the same agent
+// live on the same issue; highest priority first; at most one per (issue,
+// agent) per claim. Rows another transaction holds are skipped.
 //
 // Candidates are read per agent with free slots, through the
 // (agent, priority, not_before, id) index, a few more than its slots: an

@@ -260,3 +260,42 @@ func TestLooseCommentDuringACommentTurnIsTheNextRound(t *testing.T) {
 	assert.Equal(t, task.StatusPending, next.Status)
 	assert.Equal(t, int64(1001), next.Meta.RoundFrom(), "the next round starts at the first comment of the running turn")
 }
+
+// TestAnswerOnAPullRequestIsNotAlsoFeedback: a person's comment on the
+// pull request that resumes its author's task waiting on the issue the
+// pull request closes is that task's answer; it does not also start a
+// review_comment turn for the same words.
+func TestAnswerOnAPullRequestIsNotAlsoFeedback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, withQuiet)
+	b.send(t, fixture(t, "019"), nil) // coder2 opens #4, which closes #3
+	b.drain(t)
+	asked, err := b.store.CreateTask(ctx, repository.NewTask{Repo: "acme/widget", IssueNumber: 3,
+		ActionType: task.ActionIssueAssigned, Agent: "coder2", Priority: task.DefaultPriority})
+	require.NoError(t, err)
+	claimed := claimCoder2(t, b)
+	require.Len(t, claimed, 1)
+	for _, step := range []struct {
+		ev task.Event
+		c  repository.Change
+	}{{task.EventStart, repository.Change{LeaseOwner: "r1"}},
+		{task.EventWait, repository.Change{LeaseOwner: "r1", WaitReason: task.WaitQuestion, Question: "Keep the old flag?"}}} {
+		res, err := b.store.Apply(ctx, asked.ID, step.ev, step.c)
+		require.NoError(t, err)
+		require.True(t, res.Applied, "%s", step.ev)
+	}
+
+	f, o := prComment(t, 950, "alice", "Keep it, deprecated.")
+	b.send(t, f, o)
+	b.drain(t)
+	got, err := b.store.Task(ctx, asked.ID)
+	require.NoError(t, err)
+	assert.Equal(t, task.StatusPending, got.Status, "the comment answers the waiting task")
+	assert.Empty(t, liveTasks(t, b, task.ActionReviewComment), "and is not a second turn")
+
+	f, o = prComment(t, 951, "alice", "Also, rename the flag.")
+	b.send(t, f, o)
+	b.drain(t)
+	assert.Len(t, liveTasks(t, b, task.ActionReviewComment), 1, "with nothing waiting, a plain comment is feedback again")
+}

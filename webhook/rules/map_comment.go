@@ -31,11 +31,15 @@ func (e *eventCtx) onComment(ctx context.Context) error {
 	if err := e.onReport(ctx, number); err != nil {
 		return err
 	}
-	if err := e.onAnswer(ctx, number); err != nil {
+	answered, err := e.onAnswer(ctx, number)
+	if err != nil {
 		return err
 	}
 	if err := e.onMentions(ctx, number, c.Author); err != nil {
 		return err
+	}
+	if answered {
+		return nil // the resumed task's next run reads it: no second turn for it
 	}
 	return e.onLooseComment(ctx, number)
 }

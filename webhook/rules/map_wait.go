@@ -33,29 +33,30 @@ func (e *eventCtx) waitForPerson(ctx context.Context, t task.Task, reason task.W
 // onAnswer resumes the tasks that wait for a person on this issue (or, on
 // a pull request, on the issues it closes) when a person comments: the
 // comment is the answer in the next run's prompt. Agents' comments and
-// edits answer nothing (mozi's own never reach the rules).
-func (e *eventCtx) onAnswer(ctx context.Context, number int) error {
+// edits answer nothing (mozi's own never reach the rules). It reports
+// whether the comment answered a task, so that it is not also feedback.
+func (e *eventCtx) onAnswer(ctx context.Context, number int) (answered bool, err error) {
 	c := e.ev.Comment
 	if _, isAgent := e.agent(c.Author); isAgent || e.ev.Action != payload.ActionCreated || c.Author == "" {
-		return nil
+		return false, nil
 	}
 	numbers := []int{number}
 	if pr, err := e.tx.PullRequest(ctx, e.ev.Repo, number); err == nil {
 		for _, s := range pr.LinkedIssues {
 			if ref, ok := conventions.ParseIssueRef(s); ok && ref.Repo == e.ev.Repo && ref.Number != number {
 				if err := e.tx.LockIssue(ctx, ref.Repo, ref.Number); err != nil {
-					return err
+					return false, err
 				}
 				numbers = append(numbers, ref.Number)
 			}
 		}
 	} else if !errors.Is(err, task.ErrNotFound) {
-		return err
+		return false, err
 	}
 	for _, n := range numbers {
 		tasks, err := e.tx.LiveTasks(ctx, e.ev.Repo, n)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, t := range tasks {
 			if t.Status != task.StatusWaiting {
@@ -63,9 +64,10 @@ func (e *eventCtx) onAnswer(ctx context.Context, number int) error {
 			}
 			if err := e.apply(ctx, t, task.EventAnswer, repository.Change{
 				Answer: clip(strings.TrimSpace(c.Body), 16<<10), AnsweredBy: c.Author}); err != nil {
-				return err
+				return false, err
 			}
+			answered = true
 		}
 	}
-	return nil
+	return answered, nil
 }

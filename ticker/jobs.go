@@ -122,7 +122,10 @@ func (t *Ticker) reconcileOne(ctx context.Context, ref repository.IssueRef) (boo
 }
 
 // statuses polls the commit statuses of open pull requests that live tasks
-// wait on: a lost status webhook must not hide a CI failure.
+// wait on: a lost status webhook must neither hide a CI failure nor keep
+// the reviewers held for CI after the head went green. It feeds every
+// failing status, and any other whose state mozi has not recorded for its
+// context on that head.
 func (t *Ticker) statuses(ctx context.Context) (int, error) {
 	if t.gitea == nil {
 		return 0, nil
@@ -141,8 +144,16 @@ func (t *Ticker) statuses(ctx context.Context) (int, error) {
 			t.cfg.Logger.Warn("status poll skipped a pull request", "repo", pr.Repo, "pr", pr.Number, "error", err)
 			continue
 		}
+		known, err := t.store.HeadStatuses(ctx, pr.Repo, pr.HeadSHA)
+		if err != nil {
+			return n, err
+		}
+		recorded := make(map[string]string, len(known))
+		for _, k := range known {
+			recorded[k.Context] = k.State
+		}
 		for _, s := range statuses {
-			if s.State != "failure" && s.State != "error" {
+			if s.State != "failure" && s.State != "error" && recorded[s.Context] == s.State {
 				continue
 			}
 			body, err := payload.StatusBody(s)

@@ -274,16 +274,44 @@ func TestStatusPollFindsALostFailure(t *testing.T) {
 	pr, err := w.store.PullRequest(ctx, "acme/widget", 4)
 	require.NoError(t, err)
 	require.NotEmpty(t, pr.HeadSHA)
+	lint := task.CommitStatus{Repo: pr.Repo, SHA: pr.HeadSHA, ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()}
+	require.NoError(t, w.store.SaveHeadStatus(ctx, lint)) // its webhook came
 	w.gitea.statuses = map[string][]task.CommitStatus{pr.HeadSHA: {
-		{ID: 71, Context: "ci/lint", State: "success", UpdatedAt: time.Now()},
+		lint,
 		{ID: 72, Context: "ci/test", State: "failure", Description: "2 tests failed", UpdatedAt: time.Now()},
 	}}
 	tk := w.ticker(ticker.Config{})
-	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobStatuses), "the failure, not the success")
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobStatuses), "the failure, not the success mozi knows")
 	w.drain()
 	failure := w.task(task.ActionCIFailure, "coder2", 4)
 	assert.Equal(t, task.StatusPending, failure.Status)
 	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobStatuses), "the same status is not fed twice")
+}
+
+// A green status whose webhook was lost is found by the same poll: the
+// reviewers held for CI start instead of waiting for ever.
+func TestStatusPollReleasesReviewersAfterALostGreen(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.replay("007", "009", "019") // #3 assigned to coder2; PR #4 opened for it
+	pr, err := w.store.PullRequest(ctx, "acme/widget", 4)
+	require.NoError(t, err)
+	running := task.CommitStatus{Repo: pr.Repo, SHA: pr.HeadSHA, ID: 80, Context: "ci/test", State: "pending", UpdatedAt: time.Now()}
+	require.NoError(t, w.store.SaveHeadStatus(ctx, running))
+	w.replay("020") // review requested while CI runs
+	w.drain()
+	review := w.task(task.ActionReviewRequest, "reviewer1", 4)
+	require.Equal(t, task.HeldForCI, review.HeldFor, "held while the head is pending")
+
+	w.gitea.statuses = map[string][]task.CommitStatus{pr.HeadSHA: {
+		{ID: 81, Context: "ci/test", State: "success", UpdatedAt: time.Now().Add(time.Second)}}}
+	tk := w.ticker(ticker.Config{})
+	assert.Equal(t, 1, tk.RunJob(ctx, ticker.JobStatuses), "the green mozi never heard of")
+	w.drain()
+	review = w.task(task.ActionReviewRequest, "reviewer1", 4)
+	assert.Empty(t, review.HeldFor, "released")
+	assert.False(t, review.NotBefore.After(w.clock.Now()), "and due")
+	assert.Equal(t, 0, tk.RunJob(ctx, ticker.JobStatuses), "a recorded green is not fed again")
 }
 
 // An unassigned top-level issue is broadcast to every agent for

@@ -169,3 +169,36 @@ func TestWaitAndAnswer(t *testing.T) {
 	assert.Empty(t, got.Meta.Answer)
 	assert.Equal(t, "Which file?", got.Meta.Question)
 }
+
+// TestGreenEndsOnlyAWaitForRedCI: a head turning green moves a task that
+// waits because CI stayed red back to review; a question still waits.
+func TestGreenEndsOnlyAWaitForRedCI(t *testing.T) {
+	t.Parallel()
+	store, raw := setup(t)
+	ctx := context.Background()
+	for i, tc := range []struct {
+		reason task.WaitReason
+		want   task.Status
+	}{{task.WaitCIRed, task.StatusReview}, {task.WaitQuestion, task.StatusWaiting}} {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			tk, err := store.CreateTask(ctx, newTask(70+i))
+			require.NoError(t, err)
+			forceStatus(t, raw, tk.ID, task.StatusReview)
+			res, err := store.Apply(ctx, tk.ID, task.EventWait, repository.Change{WaitReason: tc.reason, Question: "?"})
+			require.NoError(t, err)
+			require.True(t, res.Applied)
+
+			res, err = store.Apply(ctx, tk.ID, task.EventGreen, repository.Change{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want == task.StatusReview, res.Applied)
+			got, err := store.Task(ctx, tk.ID)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.Status)
+			if tc.want == task.StatusReview {
+				assert.Empty(t, got.WaitReason)
+			} else {
+				assert.Equal(t, tc.reason, got.WaitReason)
+			}
+		})
+	}
+}

@@ -114,6 +114,7 @@ var legal = map[task.Event][]task.Status{
 	task.EventRequeue:        {"failed", "cancelled"},
 	task.EventWait:           {"working", "review"},
 	task.EventAnswer:         {"waiting"},
+	task.EventGreen:          {"waiting"},
 }
 
 var targets = map[task.Event]task.Status{
@@ -133,6 +134,7 @@ var targets = map[task.Event]task.Status{
 	task.EventRequeue:        "pending",
 	task.EventWait:           "waiting",
 	task.EventAnswer:         "pending",
+	task.EventGreen:          "review",
 }
 
 func TestEveryTransition(t *testing.T) {
@@ -150,6 +152,11 @@ func TestEveryTransition(t *testing.T) {
 				tk, err := store.CreateTask(ctx, newTask(issue))
 				require.NoError(t, err)
 				forceStatus(t, raw, tk.ID, from)
+				if ev == task.EventGreen {
+					// Green ends a wait for a red head only.
+					_, err := raw.Exec(ctx, `UPDATE task_state SET wait_reason = 'ci_red' WHERE id = $1 AND status = 'waiting'`, tk.ID)
+					require.NoError(t, err)
+				}
 				if ev == task.EventNudge {
 					// The watchdog nudges tasks whose run has ended.
 					_, err := raw.Exec(ctx, `UPDATE task_state SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, tk.ID)

@@ -151,6 +151,13 @@ var effects = map[task.Event]effect{
 			daemon_meta = t.daemon_meta || jsonb_build_object('answer', $3::text, 'answered_by', $4::text)`,
 		args: func(c Change) []any { return []any{c.Answer, c.AnsweredBy} },
 	},
+	task.EventGreen: {
+		// Only a wait for a red head ends when it turns green (a person
+		// fixed it, or a flaky check passed on a rerun): a question still
+		// waits for its answer.
+		set:   `, wait_reason = ''`,
+		guard: ` AND t.wait_reason = 'ci_red'`,
+	},
 	task.EventRequeue: {
 		set: `, retry_count = 0, not_before = now(), finished_at = NULL, last_error = '', ended_by = ''`,
 	},

@@ -31,13 +31,14 @@ const (
 	EventRequeue        Event = "requeue"         // failed, cancelled → pending (operator retry)
 	EventWait           Event = "wait"            // working, review → waiting (a question, CI still red)
 	EventAnswer         Event = "answer"          // waiting → pending (a person answered)
+	EventGreen          Event = "green"           // waiting for a red CI → review (the head turned green)
 )
 
 // Events lists every state machine event.
 var Events = []Event{
 	EventClaim, EventStart, EventRelease, EventOpenReview, EventRequestChanges,
 	EventRetry, EventInterrupt, EventRescue, EventReclaim, EventNudge, EventComplete, EventFail, EventCancel,
-	EventRequeue, EventWait, EventAnswer,
+	EventRequeue, EventWait, EventAnswer, EventGreen,
 }
 
 // Transition is what an event does to a task's status: it applies only
@@ -70,6 +71,7 @@ var transitions = map[Event]Transition{
 	EventRequeue:        {From: []Status{StatusFailed, StatusCancelled}, To: StatusPending},
 	EventWait:           {From: []Status{StatusWorking, StatusReview}, To: StatusWaiting},
 	EventAnswer:         {From: []Status{StatusWaiting}, To: StatusPending},
+	EventGreen:          {From: []Status{StatusWaiting}, To: StatusReview},
 }
 
 // Transition returns what the event does; false for an unknown event.

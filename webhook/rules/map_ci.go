@@ -23,6 +23,9 @@ func (e *eventCtx) gateReviewers(ctx context.Context, pr task.PullRequest) error
 	}
 	var n int
 	if state == repository.CIGreen {
+		if err := e.endRedWaits(ctx, pr); err != nil {
+			return err
+		}
 		n, err = e.tx.ReleaseReviewers(ctx, pr.Repo, pr.Number)
 	} else {
 		n, err = e.tx.HoldReviewers(ctx, pr.Repo, pr.Number)
@@ -31,6 +34,18 @@ func (e *eventCtx) gateReviewers(ctx context.Context, pr task.PullRequest) error
 		e.log.Info("reviewers follow the pull request's CI", "pr", pr.Number, "ci", state, "tasks", n)
 	}
 	return err
+}
+
+// endRedWaits moves the tasks that wait for a person because the pull
+// request stayed red back to review once its head is green: whoever made
+// it green (a person's push, a rerun) answered what they waited for.
+func (e *eventCtx) endRedWaits(ctx context.Context, pr task.PullRequest) error {
+	return e.forLinkedTasks(ctx, pr, func(t task.Task) error {
+		if t.Status != task.StatusWaiting || t.WaitReason != task.WaitCIRed {
+			return nil
+		}
+		return e.apply(ctx, t, task.EventGreen, repository.Change{})
+	})
 }
 
 // headState is CIState of the pull request's current head.

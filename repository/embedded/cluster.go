@@ -497,16 +497,35 @@ func (c *Cluster) stopPostgres() error {
 			return nil
 		default:
 		}
-		_ = syscall.Kill(target, step.sig)
-		select {
-		case <-c.pm.exited:
+		if c.signalUntilExit(target, step.sig, step.wait) {
 			c.logger.Info("embedded PostgreSQL stopped", "data_dir", c.dataDir)
 			return nil
-		case <-time.After(step.wait):
-			c.logger.Warn("embedded PostgreSQL did not stop in time, escalating", "signal", step.sig.String())
 		}
+		c.logger.Warn("embedded PostgreSQL did not stop in time, escalating", "signal", step.sig.String())
 	}
 	return fmt.Errorf("embedded postgres: pid %d did not exit", pid)
+}
+
+// signalUntilExit sends sig, again each second, until the postmaster exits
+// or wait passes. Again, because a signal that arrives while postgres is
+// still starting, before it installs its handlers, is lost when it
+// inherited the signal ignored (mozi started in the background by a
+// shell without job control): a stop would then wait the whole wait.
+func (c *Cluster) signalUntilExit(target int, sig syscall.Signal, wait time.Duration) bool {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	again := time.NewTicker(time.Second)
+	defer again.Stop()
+	for {
+		_ = syscall.Kill(target, sig)
+		select {
+		case <-c.pm.exited:
+			return true
+		case <-deadline.C:
+			return false
+		case <-again.C:
+		}
+	}
 }
 
 func (pm *postmaster) hasExited() bool {

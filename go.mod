@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	code.gitea.io/sdk/gitea v0.25.1
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/jackc/pgx/v5 v5.12.0

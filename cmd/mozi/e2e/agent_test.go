@@ -30,7 +30,8 @@ import (
 //
 // Behaviours, from the agent's env in mozi's configuration:
 //
-//	E2E_AGENT_ROLE    coder, reviewer, lead, or idle (does nothing and exits 0)
+//	E2E_AGENT_ROLE    coder, reviewer, lead, idle (does nothing and exits 0),
+//	                  or talker (prints a line every half-second: console_browser_test.go)
 //	E2E_REVIEWERS     logins a coder asks to review its pull request
 //	E2E_REJECT_FIRST  a reviewer requests changes in its first review of a PR
 //	E2E_LEAD          a reviewer who approves asks this login to merge
@@ -199,6 +200,8 @@ func (a *agentRun) run(ctx context.Context) error {
 		return a.lead(ctx)
 	case "idle":
 		return nil
+	case "talker":
+		return a.talk()
 	}
 	return fmt.Errorf("unknown role %q", a.role)
 }

@@ -175,6 +175,7 @@ type taskData struct {
 	Task     task.Task
 	Events   []repository.TaskEvent
 	Attempts []task.Attempt
+	Prompts  []attemptPrompt
 	CanWrite bool
 	Live     bool
 	Failed   bool
@@ -195,7 +196,12 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, "task", taskData{Task: t, Events: events, Attempts: attempts, CanWrite: p.Write,
+	prompts, err := s.store.AttemptPrompts(r.Context(), t.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, "task", taskData{Task: t, Events: events, Attempts: attempts, Prompts: promptsOf(attempts, prompts), CanWrite: p.Write,
 		Live: !t.Status.Terminal(), Failed: t.Status == task.StatusFailed || t.Status == task.StatusCancelled})
 }
 

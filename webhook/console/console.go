@@ -39,8 +39,13 @@ type Config struct {
 	AccessTTL time.Duration
 	// PollEvery is how often a live run's log is read for new output
 	// (default 300ms).
-	PollEvery  time.Duration
-	HTTPClient *http.Client
+	PollEvery time.Duration
+	// Agents are the configured agents' limits and SpawnsPerAgentPerDay
+	// the dispatcher's per-agent spawn budget over 24 hours (0: none),
+	// for the agents page.
+	Agents               []AgentLimits
+	SpawnsPerAgentPerDay int
+	HTTPClient           *http.Client
 	Logger     *slog.Logger
 }
 

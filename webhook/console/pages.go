@@ -240,18 +240,6 @@ func (s *Server) deliveries(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "deliveries", d)
 }
 
-// agents shows each agent's live work and recent spawns. Counts across
-// repositories say nothing of a repository's tasks, so every signed-in
-// user (or allowed anonymous reader) sees them.
-func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
-	loads, err := s.store.AgentLoads(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, "agents", loads)
-}
-
 func serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	http.ServeFileFS(w, r, files, "templates/console.js")

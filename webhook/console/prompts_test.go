@@ -17,9 +17,7 @@ import (
 func (f *fixture) started(t *testing.T, t0 task.Task) task.Attempt {
 	t.Helper()
 	ctx := context.Background()
-	res, err := f.store.Apply(ctx, t0.ID, task.EventClaim, repository.Change{LeaseOwner: "r1"})
-	require.NoError(t, err)
-	require.True(t, res.Applied)
+	claim(t, f.store, t0.ID)
 	claimed, err := f.store.Task(ctx, t0.ID)
 	require.NoError(t, err)
 	a, ok, err := f.store.StartRun(ctx, claimed, "r1", "")

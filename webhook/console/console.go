@@ -46,7 +46,7 @@ type Config struct {
 	Agents               []AgentLimits
 	SpawnsPerAgentPerDay int
 	HTTPClient           *http.Client
-	Logger     *slog.Logger
+	Logger               *slog.Logger
 }
 
 // Server serves the console.

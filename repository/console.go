@@ -44,14 +44,25 @@ func (q *Queries) ConsoleSession(ctx context.Context, idHash []byte) (ConsoleSes
 	return s, nil
 }
 
-// DeleteConsoleSessions deletes the session with this hash (sign out) and
-// every expired one.
-func (q *Queries) DeleteConsoleSessions(ctx context.Context, idHash []byte) error {
-	_, err := q.db.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash = $1 OR expires_at <= now()`, idHash)
-	if err != nil {
-		return fmt.Errorf("delete console sessions: %w", err)
+// DeleteConsoleSession deletes the session with this hash (sign out).
+func (q *Queries) DeleteConsoleSession(ctx context.Context, idHash []byte) error {
+	if _, err := q.db.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash = $1`, idHash); err != nil {
+		return fmt.Errorf("delete a console session: %w", err)
 	}
 	return nil
+}
+
+// PruneConsoleSessions deletes up to limit expired sessions, the oldest
+// first, and says how many went. Bounded so that a sign-in, which prunes,
+// never waits on a long delete after a quiet month.
+func (q *Queries) PruneConsoleSessions(ctx context.Context, limit int) (int, error) {
+	tag, err := q.db.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash IN (
+			SELECT id_hash FROM console_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT $1
+			FOR UPDATE SKIP LOCKED)`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune expired console sessions: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // TaskRepos lists the repositories that have tasks, in name order. It

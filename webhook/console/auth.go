@@ -98,6 +98,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	s.prune(r.Context())
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
 		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
 	s.log.Info("console sign-in", "login", login)
@@ -236,10 +237,11 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(sessionCookie)
-	if err := s.store.DeleteConsoleSessions(r.Context(), hashID(c.Value)); err != nil {
+	if err := s.store.DeleteConsoleSession(r.Context(), hashID(c.Value)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	s.prune(r.Context())
 	s.access.forget(v.key)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure,
 		SameSite: http.SameSiteLaxMode})

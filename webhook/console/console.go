@@ -8,6 +8,7 @@ package console
 
 import (
 	"cmp"
+	"crypto/cipher"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -58,6 +59,8 @@ type Server struct {
 	access *accessCache
 	pages  *pages
 	secure bool
+	// tokens seals users' Gitea tokens at rest (sealing.go).
+	tokens cipher.AEAD
 }
 
 // New checks the configuration and parses the templates.
@@ -88,8 +91,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens, err := newSealer(cfg.ClientSecret)
+	if err != nil {
+		return nil, err
+	}
 	return &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, http: cfg.HTTPClient,
-		access: newAccessCache(cfg.AccessTTL), pages: p, secure: pub.Scheme == "https"}, nil
+		access: newAccessCache(cfg.AccessTTL), pages: p, secure: pub.Scheme == "https", tokens: tokens}, nil
 }
 
 // Handler routes the console's pages, stream and actions.

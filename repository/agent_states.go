@@ -22,6 +22,9 @@ type AgentWork struct {
 	Claimed int
 	Working int
 	Review  int
+	// Running are its tasks holding a live lease (claimed, or with an
+	// agent running): what its concurrency limit counts.
+	Running int
 	// Waiting are tasks waiting for a person, by task.WaitReason.
 	Waiting map[task.WaitReason]int
 	// Runs of the last hour and of the window (what the per-agent spawn
@@ -52,16 +55,18 @@ func (q *Queries) AgentWorks(ctx context.Context, window time.Duration) (map[str
 		}
 		return w
 	}
-	rows, err := q.db.Query(ctx, `SELECT agent, status, held_for, wait_reason, count(*) FROM task_state
+	rows, err := q.db.Query(ctx, `SELECT agent, status, held_for, wait_reason, count(*),
+			count(*) FILTER (WHERE lease_owner IS NOT NULL AND lease_expires_at > now()) FROM task_state
 		WHERE status IN ('pending', 'claimed', 'working', 'review', 'waiting')
 		GROUP BY agent, status, held_for, wait_reason`)
 	if err != nil {
 		return nil, fmt.Errorf("count the agents' live tasks: %w", err)
 	}
 	var agent, status, heldFor, waitReason string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&agent, &status, &heldFor, &waitReason, &n}, func() error {
+	var n, running int
+	_, err = pgx.ForEachRow(rows, []any{&agent, &status, &heldFor, &waitReason, &n, &running}, func() error {
 		w := of(agent)
+		w.Running += running
 		switch task.Status(status) {
 		case task.StatusPending:
 			if heldFor != "" {

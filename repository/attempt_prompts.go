@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -20,9 +21,11 @@ func (q *Queries) RecordAttemptPrompt(ctx context.Context, attemptID int64, prom
 	return nil
 }
 
-// capPrompt cuts p to MaxStoredPrompt bytes, the note included, on a
-// character boundary.
+// capPrompt makes p storable as text (PostgreSQL refuses NUL and
+// invalid UTF-8, which an issue body can smuggle in) and cuts it to
+// MaxStoredPrompt bytes, the note included, on a character boundary.
 func capPrompt(p string) string {
+	p = strings.ToValidUTF8(strings.ReplaceAll(p, "\x00", ""), "\uFFFD")
 	if len(p) <= MaxStoredPrompt {
 		return p
 	}

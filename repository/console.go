@@ -14,7 +14,7 @@ import (
 // ConsoleSession is a signed-in user of the web console.
 type ConsoleSession struct {
 	Login     string
-	Token     string // the user's Gitea token: never logged, never shown
+	Token     string // the user's Gitea token, sealed by the console: never logged, never shown
 	CSRF      string
 	ExpiresAt time.Time
 }

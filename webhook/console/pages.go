@@ -201,8 +201,9 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, "task", taskData{Task: t, Events: events, Attempts: attempts, Prompts: promptsOf(attempts, prompts), CanWrite: p.Write,
-		Live: !t.Status.Terminal(), Failed: t.Status == task.StatusFailed || t.Status == task.StatusCancelled})
+	s.render(w, r, "task", taskData{Task: t, Events: events, Attempts: attempts, Prompts: promptsOf(attempts, prompts),
+		CanWrite: p.Write, Live: !t.Status.Terminal(),
+		Failed: t.Status == task.StatusFailed || t.Status == task.StatusCancelled})
 }
 
 type deliveriesData struct {

@@ -17,9 +17,8 @@ import (
 	"github.com/moziplus/mozi/webhook/console"
 )
 
-// agentRow is the cells of one agent's row on the agents page, by class
-// or by column.
-func agentRow(t *testing.T, page, agent string) string {
+// agentsPageRow is the cells of one agent's row on the agents page.
+func agentsPageRow(t *testing.T, page, agent string) string {
 	t.Helper()
 	m := regexp.MustCompile(`(?s)<tr data-agent="` + agent + `">(.*?)</tr>`).FindStringSubmatch(page)
 	require.NotNil(t, m, "a row for %s", agent)
@@ -32,19 +31,19 @@ func agentRow(t *testing.T, page, agent string) string {
 func TestConsoleAgentsPageShowsWorkBudgetsPausesAndBreakers(t *testing.T) {
 	ctx := context.Background()
 	f := &fixture{store: pgtest.Store(t), gitea: newFakeGitea(t)}
-	f.serve(t, console.Config{SpawnsPerAgentPerDay: 3, Agents: []console.AgentLimits{
+	f.serveWith(t, console.Config{SpawnsPerAgentPerDay: 3, Agents: []console.AgentLimits{
 		{Login: "coder", MaxConcurrency: 2, MaxCostUSD: 5, MaxTokens: 100000},
 		{Login: "idle", MaxConcurrency: 1, Disabled: true}}})
 
 	f.task(t, "acme/app", 1) // queued
 	held := f.task(t, "acme/app", 2)
-	claim(t, f.store, held.ID)
+	claimForR1(t, f.store, held.ID)
 	res, err := f.store.Apply(ctx, held.ID, task.EventRelease, repository.Change{HeldFor: task.HeldForGitea,
 		NotBefore: time.Now().Add(time.Hour), Error: "Gitea did not answer"})
 	require.NoError(t, err)
 	require.True(t, res.Applied)
 	asking := f.task(t, "acme/app", 3)
-	a := f.started(t, asking)
+	a := f.startedAttempt(t, asking)
 	cost := 1.25
 	a.Outcome, a.TokensIn, a.TokensOut, a.CostUSD = task.AttemptFailed, 1000, 200, &cost
 	_, err = f.store.FinishRun(ctx, repository.RunEnd{Attempt: a, Owner: "r1"})
@@ -53,7 +52,7 @@ func TestConsoleAgentsPageShowsWorkBudgetsPausesAndBreakers(t *testing.T) {
 		Question: "Which database?"})
 	require.NoError(t, err)
 	require.True(t, res.Applied)
-	f.started(t, f.task(t, "acme/app", 4)) // working
+	f.startedAttempt(t, f.task(t, "acme/app", 4)) // working
 	_, err = f.store.PauseCredential(ctx, repository.Pause{Credential: "anthropic-1", Agents: []string{"coder"},
 		Until: time.Now().Add(time.Hour), Reason: "usage limit"})
 	require.NoError(t, err)
@@ -65,7 +64,7 @@ func TestConsoleAgentsPageShowsWorkBudgetsPausesAndBreakers(t *testing.T) {
 
 	alice := f.signIn(t, "alice", map[string]perm{"acme/app": {pull: true}})
 	page := alice.page(t, "/agents", http.StatusOK)
-	coder := agentRow(t, page, "coder")
+	coder := agentsPageRow(t, page, "coder")
 	cells := regexp.MustCompile(`<td[^>]*>(.*?)</td>`).FindAllStringSubmatch(coder, -1)
 	require.Len(t, cells, 15)
 	col := func(i int) string { return cells[i][1] }
@@ -81,7 +80,7 @@ func TestConsoleAgentsPageShowsWorkBudgetsPausesAndBreakers(t *testing.T) {
 	assert.Equal(t, "$1.25", col(12))
 	assert.Equal(t, "$5.00, 100000 tokens a run", col(13))
 	assert.Contains(t, col(14), "(credential anthropic-1): usage limit")
-	assert.Contains(t, agentRow(t, page, "idle"), "(disabled)", "a configured agent without work is listed")
+	assert.Contains(t, agentsPageRow(t, page, "idle"), "(disabled)", "a configured agent without work is listed")
 
 	assert.Contains(t, page, "<td>acme/app</td>", "an open breaker of a readable repository")
 	assert.NotContains(t, page, "acme/secret", "nor one the user cannot read")
@@ -94,19 +93,20 @@ func TestConsoleAgentsPageSaysAPauseWaitsForAPerson(t *testing.T) {
 		Until: task.HeldForAPerson, Reason: "daily resumes spent"})
 	require.NoError(t, err)
 	page := f.signIn(t, "alice", nil).page(t, "/agents", http.StatusOK)
-	assert.Contains(t, agentRow(t, page, "coder"), "until a person resumes it (mozi task resume) (credential k2)")
+	assert.Contains(t, agentsPageRow(t, page, "coder"), "until a person resumes it (mozi task resume) (credential k2)")
 }
 
-func claim(t *testing.T, store *repository.Store, id int64) {
+// claimForR1 claims the task for runner r1, as the dispatcher does.
+func claimForR1(t *testing.T, store *repository.Store, id int64) {
 	t.Helper()
 	res, err := store.Apply(context.Background(), id, task.EventClaim, repository.Change{LeaseOwner: "r1"})
 	require.NoError(t, err)
 	require.True(t, res.Applied)
 }
 
-// serve starts the console with cfg, signing in against the fixture's
+// serveWith starts the console with cfg, signing in against the fixture's
 // Gitea.
-func (f *fixture) serve(t *testing.T, cfg console.Config) {
+func (f *fixture) serveWith(t *testing.T, cfg console.Config) {
 	t.Helper()
 	cfg.Store, cfg.GiteaURL, cfg.PublicURL = f.store, f.gitea.URL, "http://console.test"
 	cfg.ClientID, cfg.ClientSecret = "mozi-console", f.gitea.secret

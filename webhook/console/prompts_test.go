@@ -13,11 +13,11 @@ import (
 	"github.com/moziplus/mozi/repository/task"
 )
 
-// started claims t and starts its next attempt, as the spawner does.
-func (f *fixture) started(t *testing.T, t0 task.Task) task.Attempt {
+// startedAttempt claims t and starts its next attempt, as the spawner does.
+func (f *fixture) startedAttempt(t *testing.T, t0 task.Task) task.Attempt {
 	t.Helper()
 	ctx := context.Background()
-	claim(t, f.store, t0.ID)
+	claimForR1(t, f.store, t0.ID)
 	claimed, err := f.store.Task(ctx, t0.ID)
 	require.NoError(t, err)
 	a, ok, err := f.store.StartRun(ctx, claimed, "r1", "")
@@ -32,11 +32,11 @@ func TestConsoleTaskPageShowsEachAttemptsPromptEscaped(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false)
 	tk := f.task(t, "acme/app", 1)
-	first := f.started(t, tk)
+	first := f.startedAttempt(t, tk)
 	first.Outcome = task.AttemptFailed
 	_, err := f.store.FinishRun(ctx, repository.RunEnd{Attempt: first, Owner: "r1", Event: task.EventRetry})
 	require.NoError(t, err)
-	second := f.started(t, tk)
+	second := f.startedAttempt(t, tk)
 	require.NoError(t, f.store.RecordAttemptPrompt(ctx, second.ID, `Fix <script>alert("x")</script> & the token [redacted]`))
 
 	alice := f.signIn(t, "alice", map[string]perm{"acme/app": {pull: true}})

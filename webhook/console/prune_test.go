@@ -19,7 +19,7 @@ func TestConsoleSignInPrunesExpiredSessions(t *testing.T) {
 	ctx := context.Background()
 	store, clock := pgtest.StoreWithClock(t)
 	f := &fixture{store: store, gitea: newFakeGitea(t)}
-	f.serve(t, console.Config{})
+	f.serveWith(t, console.Config{})
 	bob := f.signIn(t, "bob", nil)
 	require.NoError(t, store.CreateConsoleSession(ctx, []byte("stale"), repository.ConsoleSession{Login: "carol",
 		Token: "token-of-carol", CSRF: "c", ExpiresAt: clock.Now().Add(time.Minute)}))

@@ -17,16 +17,16 @@ import (
 	"github.com/moziplus/mozi/webhook/console"
 )
 
-// sessionHash is the stored key of the browser's console session.
-func (b *browser) sessionHash(t *testing.T) []byte {
+// sessionIDHash is the stored key of the browser's console session.
+func (b *browser) sessionIDHash(t *testing.T) []byte {
 	t.Helper()
-	h := sha256.Sum256([]byte(cookieOf(t, b)))
+	h := sha256.Sum256([]byte(sessionCookieOf(t, b)))
 	return h[:]
 }
 
-// withCookie is a browser that presents id as its session cookie to the
-// console at base.
-func withCookie(t *testing.T, f *fixture, base, id string) *browser {
+// browserWithSession is a browser that presents id as its session
+// cookie to the console at base.
+func browserWithSession(t *testing.T, f *fixture, base, id string) *browser {
 	t.Helper()
 	b := f.anonymous(t)
 	b.base = base
@@ -36,7 +36,8 @@ func withCookie(t *testing.T, f *fixture, base, id string) *browser {
 	return b
 }
 
-func cookieOf(t *testing.T, b *browser) string {
+// sessionCookieOf is the browser's session id.
+func sessionCookieOf(t *testing.T, b *browser) string {
 	t.Helper()
 	u, err := url.Parse(b.base)
 	require.NoError(t, err)
@@ -55,7 +56,7 @@ func TestConsoleKeepsTheUsersTokenSealed(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, false)
 	alice := f.signIn(t, "alice", map[string]perm{"acme/app": {pull: true}})
-	row, err := f.store.ConsoleSession(ctx, alice.sessionHash(t))
+	row, err := f.store.ConsoleSession(ctx, alice.sessionIDHash(t))
 	require.NoError(t, err)
 	assert.NotContains(t, row.Token, "token-of-alice")
 	assert.Regexp(t, `^v1:[A-Za-z0-9+/]+$`, row.Token)
@@ -66,7 +67,7 @@ func TestConsoleKeepsTheUsersTokenSealed(t *testing.T) {
 		forged := sha256.Sum256([]byte("forged-id"))
 		require.NoError(t, f.store.CreateConsoleSession(ctx, forged[:], repository.ConsoleSession{Login: "alice",
 			Token: row.Token, CSRF: "c", ExpiresAt: row.ExpiresAt}))
-		resp := withCookie(t, f, f.url, "forged-id").get(t, "/")
+		resp := browserWithSession(t, f, f.url, "forged-id").get(t, "/")
 		assert.Equal(t, http.StatusFound, resp.StatusCode)
 		assert.Equal(t, "/login", resp.Header.Get("Location"))
 	})
@@ -77,10 +78,10 @@ func TestConsoleKeepsTheUsersTokenSealed(t *testing.T) {
 		require.NoError(t, err)
 		hs := httptest.NewServer(srv.Handler())
 		t.Cleanup(hs.Close)
-		resp := withCookie(t, f, hs.URL, cookieOf(t, alice)).get(t, "/")
+		resp := browserWithSession(t, f, hs.URL, sessionCookieOf(t, alice)).get(t, "/")
 		assert.Equal(t, http.StatusFound, resp.StatusCode)
 		assert.Equal(t, "/login", resp.Header.Get("Location"))
-		_, err = f.store.ConsoleSession(ctx, alice.sessionHash(t))
+		_, err = f.store.ConsoleSession(ctx, alice.sessionIDHash(t))
 		assert.ErrorIs(t, err, task.ErrNotFound, "the session that cannot be opened is gone")
 	})
 }

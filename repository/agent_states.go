@@ -15,8 +15,9 @@ import (
 // budget's window.
 type AgentWork struct {
 	Agent string
-	// Queued are pending tasks free to be claimed (their backoff aside);
-	// Held are pending tasks held back, by task.HoldReason.
+	// Queued are pending tasks free to be claimed (their retry backoff
+	// aside); Held are pending tasks held back for a reason outside them
+	// and still waiting, by task.HoldReason.
 	Queued  int
 	Held    map[task.HoldReason]int
 	Claimed int
@@ -55,10 +56,14 @@ func (q *Queries) AgentWorks(ctx context.Context, window time.Duration) (map[str
 		}
 		return w
 	}
-	rows, err := q.db.Query(ctx, `SELECT agent, status, held_for, wait_reason, count(*),
+	// A held task whose wait is over is queued again: its held_for
+	// stays until it is claimed.
+	rows, err := q.db.Query(ctx, `SELECT agent, status,
+			CASE WHEN status = 'pending' AND not_before > now() THEN held_for ELSE '' END AS held,
+			wait_reason, count(*),
 			count(*) FILTER (WHERE lease_owner IS NOT NULL AND lease_expires_at > now()) FROM task_state
 		WHERE status IN ('pending', 'claimed', 'working', 'review', 'waiting')
-		GROUP BY agent, status, held_for, wait_reason`)
+		GROUP BY agent, status, held, wait_reason`)
 	if err != nil {
 		return nil, fmt.Errorf("count the agents' live tasks: %w", err)
 	}

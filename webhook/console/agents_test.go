@@ -30,7 +30,8 @@ func agentsPageRow(t *testing.T, page, agent string) string {
 // and the open circuit breakers of the repositories the user can read.
 func TestConsoleAgentsPageShowsWorkBudgetsPausesAndBreakers(t *testing.T) {
 	ctx := context.Background()
-	f := &fixture{store: pgtest.Store(t), gitea: newFakeGitea(t)}
+	store, clock := pgtest.StoreWithClock(t)
+	f := &fixture{store: store, gitea: newFakeGitea(t)}
 	f.serveWith(t, console.Config{SpawnsPerAgentPerDay: 3, Agents: []console.AgentLimits{
 		{Login: "coder", MaxConcurrency: 2, MaxCostUSD: 5, MaxTokens: 100000},
 		{Login: "idle", MaxConcurrency: 1, Disabled: true}}})
@@ -84,6 +85,19 @@ func TestConsoleAgentsPageShowsWorkBudgetsPausesAndBreakers(t *testing.T) {
 
 	assert.Contains(t, page, "<td>acme/app</td>", "an open breaker of a readable repository")
 	assert.NotContains(t, page, "acme/secret", "nor one the user cannot read")
+
+	// Two hours on: the hold's wait, the pause and the breaker's cooldown
+	// are over, and the running task's lease has lapsed.
+	clock.Advance(2 * time.Hour)
+	page = alice.page(t, "/agents", http.StatusOK)
+	cells = regexp.MustCompile(`<td[^>]*>(.*?)</td>`).FindAllStringSubmatch(agentsPageRow(t, page, "coder"), -1)
+	require.Len(t, cells, 15)
+	assert.Equal(t, "2", col(3), "pending: both queued now")
+	assert.Equal(t, "–", col(6), "a hold whose wait is over is not counted as held")
+	assert.Equal(t, "0 of 2", col(8))
+	assert.Equal(t, "2 / 3", col(9), "still in the window")
+	assert.Equal(t, "–", col(14), "the pause is over")
+	assert.NotContains(t, page, "<td>acme/app</td>", "the breaker closed")
 }
 
 // A pause past the daily cap of unattended resumes waits for a person.

@@ -25,7 +25,7 @@ func (q *Queries) insertAttempt(ctx context.Context, t task.Task, runner, logPat
 	err := q.db.QueryRow(ctx, `INSERT INTO task_attempts (task_id, attempt, agent, runner, repo,
 			issue_number, log_path) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (task_id, attempt) DO UPDATE SET started_at = now(), runner = EXCLUDED.runner,
-			finished_at = NULL, outcome = 'running', log_path = EXCLUDED.log_path
+			finished_at = NULL, outcome = 'running', log_path = EXCLUDED.log_path, prompt = NULL
 		RETURNING id, started_at`,
 		a.TaskID, a.Attempt, a.Agent, a.Runner, a.Repo, a.Issue, a.LogPath).Scan(&a.ID, &a.StartedAt)
 	return a, err

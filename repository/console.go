@@ -14,7 +14,7 @@ import (
 // ConsoleSession is a signed-in user of the web console.
 type ConsoleSession struct {
 	Login     string
-	Token     string // the user's Gitea token: never logged, never shown
+	Token     string // the user's Gitea token, sealed by the console: never logged, never shown
 	CSRF      string
 	ExpiresAt time.Time
 }
@@ -44,14 +44,25 @@ func (q *Queries) ConsoleSession(ctx context.Context, idHash []byte) (ConsoleSes
 	return s, nil
 }
 
-// DeleteConsoleSessions deletes the session with this hash (sign out) and
-// every expired one.
-func (q *Queries) DeleteConsoleSessions(ctx context.Context, idHash []byte) error {
-	_, err := q.db.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash = $1 OR expires_at <= now()`, idHash)
-	if err != nil {
-		return fmt.Errorf("delete console sessions: %w", err)
+// DeleteConsoleSession deletes the session with this hash (sign out).
+func (q *Queries) DeleteConsoleSession(ctx context.Context, idHash []byte) error {
+	if _, err := q.db.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash = $1`, idHash); err != nil {
+		return fmt.Errorf("delete a console session: %w", err)
 	}
 	return nil
+}
+
+// PruneConsoleSessions deletes up to limit expired sessions, the oldest
+// first, and says how many went. Bounded so that a sign-in, which prunes,
+// never waits on a long delete after a quiet month.
+func (q *Queries) PruneConsoleSessions(ctx context.Context, limit int) (int, error) {
+	tag, err := q.db.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash IN (
+			SELECT id_hash FROM console_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT $1
+			FOR UPDATE SKIP LOCKED)`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune expired console sessions: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // TaskRepos lists the repositories that have tasks, in name order. It
@@ -168,41 +179,4 @@ func (s *Store) ConsoleAction(ctx context.Context, login, action, target string,
 		return nil
 	})
 	return applied, err
-}
-
-// AgentLoad is one agent's live work.
-type AgentLoad struct {
-	Agent                     string
-	Pending, Claimed, Working int
-	Review                    int
-	SpawnsLastHour            int
-}
-
-// AgentLoads counts each agent's live tasks by status and its spawns of
-// the last hour.
-func (q *Queries) AgentLoads(ctx context.Context) ([]AgentLoad, error) {
-	rows, err := q.db.Query(ctx, `WITH live AS (
-			SELECT agent, count(*) FILTER (WHERE status = 'pending') AS pending,
-				count(*) FILTER (WHERE status = 'claimed') AS claimed,
-				count(*) FILTER (WHERE status = 'working') AS working,
-				count(*) FILTER (WHERE status = 'review') AS review
-			FROM task_state WHERE status IN ('pending', 'claimed', 'working', 'review') GROUP BY agent),
-		spawns AS (SELECT agent, count(*) AS n FROM task_attempts
-			WHERE started_at > now() - interval '1 hour' GROUP BY agent)
-		SELECT COALESCE(l.agent, s.agent), COALESCE(l.pending, 0), COALESCE(l.claimed, 0),
-			COALESCE(l.working, 0), COALESCE(l.review, 0), COALESCE(s.n, 0)
-		FROM live l FULL JOIN spawns s ON s.agent = l.agent ORDER BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("count the agents' work: %w", err)
-	}
-	defer rows.Close()
-	var out []AgentLoad
-	for rows.Next() {
-		var a AgentLoad
-		if err := rows.Scan(&a.Agent, &a.Pending, &a.Claimed, &a.Working, &a.Review, &a.SpawnsLastHour); err != nil {
-			return nil, fmt.Errorf("count the agents' work: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
 }

@@ -248,7 +248,8 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (PruneResult, error
 		// Attempts whose log is kept are found by the start (a partial
 		// index), their task's end looked up for each: joined, the planner
 		// hashes every finished task.
-		rows, err := tx.db.Query(ctx, `UPDATE task_attempts a SET log_path = ''
+		// The stored prompt goes with the log: both are the run's record.
+		rows, err := tx.db.Query(ctx, `UPDATE task_attempts a SET log_path = '', prompt = NULL
 			WHERE a.log_path <> '' AND a.started_at < $1
 			  AND (SELECT t.finished_at FROM task_state t WHERE t.id = a.task_id) < $1
 			RETURNING (SELECT log_path FROM task_attempts o WHERE o.id = a.id)`, cutoff)

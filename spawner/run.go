@@ -117,13 +117,7 @@ func (s *Spawner) execute(ctx context.Context, pl backend.Place, run backend.Run
 	usage := newUsageMeter(c.Usage, c.MaxCostUSD, c.MaxTokens)
 	limits := newLimitWatch(c.Usage, time.Now)
 	logw := &logWriter{f: logFile}
-	secrets := c.Secrets
-	for _, kv := range c.Env {
-		if tok, ok := strings.CutPrefix(kv, "GITEA_TOKEN="); ok {
-			secrets = append(slices.Clip(secrets), tok)
-		}
-	}
-	redact := newRedactor(io.MultiWriter(logw, tail, usage, limits), secrets)
+	redact := newRedactor(io.MultiWriter(logw, tail, usage, limits), c.secrets())
 	out := &lockedWriter{w: redact}
 
 	timeout := c.Timeout
@@ -194,4 +188,16 @@ func (s *Spawner) execute(ctx context.Context, pl backend.Place, run backend.Run
 		fmt.Fprintf(logw, "\nmozi: %s\n", res.Err)
 	}
 	return res
+}
+
+// secrets are the values redacted from what is kept of the run: its
+// Secrets and the agent's Gitea token.
+func (c Command) secrets() []string {
+	secrets := c.Secrets
+	for _, kv := range c.Env {
+		if tok, ok := strings.CutPrefix(kv, "GITEA_TOKEN="); ok {
+			secrets = append(slices.Clip(secrets), tok)
+		}
+	}
+	return secrets
 }

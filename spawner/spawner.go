@@ -25,6 +25,7 @@ type Store interface {
 	StartRun(ctx context.Context, t task.Task, owner, logPath string) (task.Attempt, bool, error)
 	FinishRun(ctx context.Context, e repository.RunEnd) (repository.Result, error)
 	PatchTaskMeta(ctx context.Context, id int64, patch task.Meta, clear ...string) error
+	RecordAttemptPrompt(ctx context.Context, attemptID int64, prompt string) error
 }
 
 // Prompter builds a task's prompt in two steps around the place it runs
@@ -198,6 +199,7 @@ func (s *Spawner) Handle(ctx context.Context, t task.Task) {
 	}
 	cmd := s.command(agent, where, p.Text, env)
 	cmd.LogPath = logPath
+	s.keepPrompt(bg, log, attempt, cmd)
 	log.Info("agent started", "backend", s.backend.Name(), "dir", where.Dir, "branch", where.Branch, "sandbox", agent.Sandboxed)
 	s.cfg.Metrics.started(t)
 	result := s.execute(ctx, place, run, cmd)

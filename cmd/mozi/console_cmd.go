@@ -84,7 +84,8 @@ func startConsole(e *env, cfg *config.Config, store *repository.Store, logger *s
 	}
 	srv, err := console.New(console.Config{Store: store, GiteaURL: cfg.Gitea.URL, PublicURL: cfg.Console.PublicURL,
 		ClientID: cfg.Console.OAuth.ClientID, ClientSecret: secret.Value(), AnonymousRead: cfg.Console.AnonymousRead,
-		SessionTTL: cfg.Console.TTL(), Logger: logger.With("component", "console")})
+		SessionTTL: cfg.Console.TTL(), Agents: consoleAgents(cfg), SpawnsPerAgentPerDay: cfg.Dispatcher.SpawnsPerAgentPerDay,
+		Logger: logger.With("component", "console")})
 	if err != nil {
 		return nil, err
 	}
@@ -112,4 +113,14 @@ func startConsole(e *env, cfg *config.Config, store *repository.Store, logger *s
 			_ = hs.Close()
 		}
 	}, nil
+}
+
+// consoleAgents are the agents' limits the console's agents page shows.
+func consoleAgents(cfg *config.Config) []console.AgentLimits {
+	out := make([]console.AgentLimits, 0, len(cfg.Agents))
+	for _, a := range cfg.Agents {
+		out = append(out, console.AgentLimits{Login: a.Login, MaxConcurrency: a.MaxConcurrency,
+			MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens, Disabled: a.Disabled})
+	}
+	return out
 }

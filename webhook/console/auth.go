@@ -86,18 +86,20 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := randomToken()
+	h := hashID(id)
 	// The session ends when the user's Gitea token does (Gitea's default
 	// is an hour): without it mozi cannot ask what the user may read.
 	ttl := s.cfg.SessionTTL
 	if lifetime > 0 && lifetime < ttl {
 		ttl = lifetime
 	}
-	sess := repository.ConsoleSession{Login: login, Token: token, CSRF: randomToken(),
+	sess := repository.ConsoleSession{Login: login, Token: sealToken(s.tokens, h, token), CSRF: randomToken(),
 		ExpiresAt: time.Now().Add(ttl)}
-	if err := s.store.CreateConsoleSession(r.Context(), hashID(id), sess); err != nil {
+	if err := s.store.CreateConsoleSession(r.Context(), h, sess); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	s.prune(r.Context())
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: sess.ExpiresAt,
 		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
 	s.log.Info("console sign-in", "login", login)
@@ -217,7 +219,17 @@ func (s *Server) session(r *http.Request) (viewer, error) {
 	if err != nil {
 		return viewer{}, err
 	}
-	return viewer{Login: sess.Login, token: sess.Token, CSRF: sess.CSRF, key: fmt.Sprintf("%x", h)}, nil
+	token, err := openToken(s.tokens, h, sess.Token)
+	if err != nil {
+		// Sealed under another client secret (rotated) or before tokens
+		// were sealed: the user signs in again, and the row goes now.
+		s.log.Info("console session signed out: its token cannot be opened (client secret rotated?)", "login", sess.Login)
+		if err := s.store.DeleteConsoleSession(r.Context(), h); err != nil {
+			return viewer{}, err
+		}
+		return viewer{}, fmt.Errorf("console session: %w: %w", errUnsealable, task.ErrNotFound)
+	}
+	return viewer{Login: sess.Login, token: token, CSRF: sess.CSRF, key: fmt.Sprintf("%x", h)}, nil
 }
 
 // checkCSRF refuses a POST without the session's token.
@@ -236,10 +248,11 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(sessionCookie)
-	if err := s.store.DeleteConsoleSessions(r.Context(), hashID(c.Value)); err != nil {
+	if err := s.store.DeleteConsoleSession(r.Context(), hashID(c.Value)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	s.prune(r.Context())
 	s.access.forget(v.key)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure,
 		SameSite: http.SameSiteLaxMode})

@@ -51,7 +51,7 @@ func BenchmarkTaskList(b *testing.B) {
 		b.Fatal(err)
 	}
 	const id = "bench-session"
-	if err := store.CreateConsoleSession(ctx, hashID(id), repository.ConsoleSession{Login: "bench", Token: "t",
+	if err := store.CreateConsoleSession(ctx, hashID(id), repository.ConsoleSession{Login: "bench", Token: sealToken(s.tokens, hashID(id), "t"),
 		CSRF: "x", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package console
 
 import (
 	"cmp"
+	"crypto/cipher"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -39,9 +40,14 @@ type Config struct {
 	AccessTTL time.Duration
 	// PollEvery is how often a live run's log is read for new output
 	// (default 300ms).
-	PollEvery  time.Duration
-	HTTPClient *http.Client
-	Logger     *slog.Logger
+	PollEvery time.Duration
+	// Agents are the configured agents' limits and SpawnsPerAgentPerDay
+	// the dispatcher's per-agent spawn budget over 24 hours (0: none),
+	// for the agents page.
+	Agents               []AgentLimits
+	SpawnsPerAgentPerDay int
+	HTTPClient           *http.Client
+	Logger               *slog.Logger
 }
 
 // Server serves the console.
@@ -53,6 +59,8 @@ type Server struct {
 	access *accessCache
 	pages  *pages
 	secure bool
+	// tokens seals users' Gitea tokens at rest (sealing.go).
+	tokens cipher.AEAD
 }
 
 // New checks the configuration and parses the templates.
@@ -83,8 +91,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens, err := newSealer(cfg.ClientSecret)
+	if err != nil {
+		return nil, err
+	}
 	return &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, http: cfg.HTTPClient,
-		access: newAccessCache(cfg.AccessTTL), pages: p, secure: pub.Scheme == "https"}, nil
+		access: newAccessCache(cfg.AccessTTL), pages: p, secure: pub.Scheme == "https", tokens: tokens}, nil
 }
 
 // Handler routes the console's pages, stream and actions.

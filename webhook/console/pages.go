@@ -175,6 +175,7 @@ type taskData struct {
 	Task     task.Task
 	Events   []repository.TaskEvent
 	Attempts []task.Attempt
+	Prompts  []attemptPrompt
 	CanWrite bool
 	Live     bool
 	Failed   bool
@@ -195,8 +196,14 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, "task", taskData{Task: t, Events: events, Attempts: attempts, CanWrite: p.Write,
-		Live: !t.Status.Terminal(), Failed: t.Status == task.StatusFailed || t.Status == task.StatusCancelled})
+	prompts, err := s.store.AttemptPrompts(r.Context(), t.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, "task", taskData{Task: t, Events: events, Attempts: attempts, Prompts: promptsOf(attempts, prompts),
+		CanWrite: p.Write, Live: !t.Status.Terminal(),
+		Failed: t.Status == task.StatusFailed || t.Status == task.StatusCancelled})
 }
 
 type deliveriesData struct {
@@ -232,18 +239,6 @@ func (s *Server) deliveries(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.render(w, r, "deliveries", d)
-}
-
-// agents shows each agent's live work and recent spawns. Counts across
-// repositories say nothing of a repository's tasks, so every signed-in
-// user (or allowed anonymous reader) sees them.
-func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
-	loads, err := s.store.AgentLoads(r.Context())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, "agents", loads)
 }
 
 func serveScript(w http.ResponseWriter, r *http.Request) {

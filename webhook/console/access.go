@@ -111,17 +111,44 @@ func (s *Server) permission(ctx context.Context, v viewer, repo string) (perm, e
 	return p, nil
 }
 
-// readable filters repos down to those the viewer can read.
+// readable filters repos down to those the viewer can read, asking Gitea
+// about the repositories not in the cache a few at a time, so a user's
+// first page over many repositories costs a few round trips, not one each.
 func (s *Server) readable(ctx context.Context, v viewer, repos []string) ([]string, error) {
-	out := make([]string, 0, len(repos))
-	for _, r := range repos {
-		p, err := s.permission(ctx, v, r)
-		if err != nil {
-			return nil, err
+	perms := make([]perm, len(repos))
+	errs := make([]error, len(repos))
+	slots := make(chan struct{}, accessLookups)
+	var wg sync.WaitGroup
+	for i, r := range repos {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			perms[i], errs[i] = s.permission(ctx, v, r)
+		}()
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if errors.Is(err, errSignedOut) {
+			return nil, errSignedOut
 		}
-		if p.Read {
+		if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return nil, first
+	}
+	out := make([]string, 0, len(repos))
+	for i, r := range repos {
+		if perms[i].Read {
 			out = append(out, r)
 		}
 	}
 	return out, nil
 }
+
+// accessLookups is how many permission questions one page asks Gitea at
+// once.
+const accessLookups = 8

@@ -325,3 +325,38 @@ func TestConsoleSendsAUserWhoseTokenGiteaRefusesToSignIn(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, alice.post(t, fmt.Sprintf("/tasks/%d/stop", tk.ID), alice.csrf))
 	assert.Equal(t, task.StatusPending, f.status(t, tk.ID))
 }
+
+// TestConsoleAsksGiteaAboutManyRepositoriesAtOnce: a user's first page
+// over many repositories asks Gitea about them concurrently, and still
+// shows exactly the readable ones.
+func TestConsoleAsksGiteaAboutManyRepositoriesAtOnce(t *testing.T) {
+	f := newFixture(t, false)
+	perms := map[string]perm{}
+	var readable, hidden []task.Task
+	for i := range 12 {
+		repo := fmt.Sprintf("acme/many%d", i)
+		tk := f.task(t, repo, 1)
+		if i%2 == 0 {
+			perms[repo] = perm{pull: true}
+			readable = append(readable, tk)
+		} else {
+			hidden = append(hidden, tk)
+		}
+	}
+	f.gitea.mu.Lock()
+	f.gitea.overlap = 2 * time.Second
+	f.gitea.mu.Unlock()
+	bob := f.signIn(t, "bob", perms) // its first page asks about the 12
+
+	f.gitea.mu.Lock()
+	most := f.gitea.maxInFlight
+	f.gitea.mu.Unlock()
+	assert.Greater(t, most, 1, "the permission questions overlap")
+	list := bob.page(t, "/", http.StatusOK)
+	for _, tk := range readable {
+		assert.True(t, listed(list, tk.ID), "%s", tk.Repo)
+	}
+	for _, tk := range hidden {
+		assert.False(t, listed(list, tk.ID), "%s", tk.Repo)
+	}
+}

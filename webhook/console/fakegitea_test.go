@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeGitea answers the few endpoints the console asks Gitea: the OAuth2
@@ -20,13 +21,19 @@ type fakeGitea struct {
 	secret  string
 	asked   int // repository permission requests
 	revoked map[string]bool
+	// overlap, when set, holds each permission request until another is
+	// in flight (or it times out), to see whether the console asks at once.
+	overlap     time.Duration
+	inFlight    int
+	maxInFlight int
+	arrived     chan struct{}
 }
 
 type perm struct{ pull, push bool }
 
 func newFakeGitea(t *testing.T) *fakeGitea {
 	g := &fakeGitea{codes: map[string]string{}, perms: map[string]map[string]perm{}, secret: "s3cret",
-		revoked: map[string]bool{}}
+		revoked: map[string]bool{}, arrived: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login/oauth/access_token", func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
@@ -55,6 +62,22 @@ func newFakeGitea(t *testing.T) *fakeGitea {
 		g.mu.Lock()
 		g.asked++
 		p, ok := g.perms[login][r.PathValue("owner")+"/"+r.PathValue("name")]
+		g.inFlight++
+		g.maxInFlight = max(g.maxInFlight, g.inFlight)
+		overlap, arrived := g.overlap, g.arrived
+		g.mu.Unlock()
+		if overlap > 0 {
+			select {
+			case arrived <- struct{}{}: // tell one waiting request another came
+			default:
+			}
+			select {
+			case <-arrived:
+			case <-time.After(overlap):
+			}
+		}
+		g.mu.Lock()
+		g.inFlight--
 		g.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r) // Gitea hides what the user cannot read

@@ -1,9 +1,12 @@
 package console
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestReplayRendersStructuredOutputAsSteps(t *testing.T) {
@@ -50,6 +53,41 @@ func TestReplayRendersStructuredOutputAsSteps(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, replay(tt.log))
+		})
+	}
+}
+
+// TestReplayOfRealTranscripts renders what the real CLIs printed (the
+// recordings of spawner/testdata/usage: one shell call writing hello.txt,
+// then an answer) as the steps a reader expects, with no event left as
+// raw JSON.
+func TestReplayOfRealTranscripts(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		tool string
+	}{
+		{"claude-code-2.1.330.jsonl", "Bash"},
+		{"codex-0.169.0.jsonl", "command"},
+		{"opencode-1.18.33.jsonl", "bash"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("..", "..", "spawner", "testdata", "usage", tc.file))
+			require.NoError(t, err)
+			steps := replay(string(b))
+			var tools, answers int
+			for _, s := range steps {
+				assert.NotContains(t, s.Body, `{"type":`, "an event left as raw JSON: %+v", s)
+				switch {
+				case s.Kind == "tool":
+					tools++
+					assert.Equal(t, tc.tool, s.Title)
+					assert.Contains(t, s.Body, "hello.txt", "the call's arguments")
+				case s.Kind == "message" && s.Title == "assistant" && s.Body == "Done: wrote hello.txt.":
+					answers++
+				}
+			}
+			assert.Equal(t, 1, tools, "%+v", steps)
+			assert.Equal(t, 1, answers, "%+v", steps)
 		})
 	}
 }

@@ -1,6 +1,8 @@
 package spawner
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,12 +20,18 @@ type Metrics struct {
 	latency  prometheus.Histogram
 }
 
+// runOutcomes are the outcomes a run of this process ends with: every
+// attempt outcome but "rescued", which the ticker gives a dead runner's.
+func runOutcomes() []string {
+	return slices.DeleteFunc(slices.Clone(task.AttemptOutcomes), func(o string) bool { return o == task.AttemptRescued })
+}
+
 // NewMetrics creates the spawner's collectors on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_agent_runs_total",
-			Help: "Agent runs by agent and outcome (succeeded, failed, timeout, budget_exceeded, interrupted, spawn_error, lease_lost).",
+			Help: "Agent runs by agent and outcome (" + strings.Join(runOutcomes(), ", ") + ").",
 		}, []string{"agent", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mozi_agent_run_seconds",

@@ -142,7 +142,8 @@ func (r *rejection) Error() string { return r.reason }
 
 // ServeHTTP stores one delivery durably, then answers: 202 accepted, 200
 // for a delivery id seen before, 4xx for bad input, 503 when the database
-// cannot take it (Gitea retries).
+// cannot take it (Gitea does not resend it: docs/runbook.md, "Lost
+// deliveries"; the ticker's catch-up finds most of what it carried).
 func (in *Intake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.cfg.Now()
 	h := payload.ReadHeaders(r.Header)

@@ -29,7 +29,7 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 // and prints its client id and secret: Gitea shows the secret only once,
 // so this is the one place it appears (the terminal, never a log line).
 func runConsoleRegister(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "console register")
+	fs := newFlagSet(e, "console")
 	configPath := fs.String("config", "", "configuration file")
 	redirect := fs.String("redirect-url", "", "where Gitea sends users back (default: console.public_url + /auth/callback)")
 	name := fs.String("name", "mozi console", "the application's name in Gitea")

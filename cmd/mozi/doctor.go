@@ -248,7 +248,7 @@ func (d *doctor) checkGitea(ctx context.Context, cfg *config.Config, timeout tim
 	switch {
 	case err != nil:
 		d.report(verdictFail, "gitea token", err.Error(), "create a token for "+cfg.Gitea.BotUser+
-			" with scopes write:issue, write:repository, read:user (and read:organization for --org)")
+			" with scopes write:issue, write:repository, read:user (and write:organization for webhook install --org)")
 		return
 	case !strings.EqualFold(login, cfg.Gitea.BotUser):
 		d.report(verdictFail, "gitea token", "acts as "+login+", but gitea.bot_user is "+cfg.Gitea.BotUser,

@@ -199,8 +199,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	case err := <-serveErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	}
-	// Intake first, so Gitea retries what arrives now; then claims; then
-	// running agents get their grace period.
+	// Intake first, so what arrives now is refused rather than half taken
+	// (Gitea shows it failed, for a Redeliver; the catch-up finds most of
+	// it); then claims; then running agents get their grace period.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -418,6 +418,24 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	assert.NotContains(t, out.String(), "bench", "the benchmarks are mozi-bench's, not mozi's")
 }
 
+// Each command's own help starts with its usage line and what it does,
+// whatever name its flag set was made with.
+func TestEveryCommandsHelpSaysWhatItDoes(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		if c.name == "help" || c.name == "version" {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			_ = run(context.Background(), []string{"help", c.name}, func(string) string { return "" }, &out, &errOut)
+			assert.True(t, strings.HasPrefix(out.String()+errOut.String(), "Usage: mozi "+c.name), "%q", out.String()+errOut.String())
+			assert.Contains(t, out.String()+errOut.String(), c.summary)
+		})
+	}
+}
+
 func TestServeRefusesToStartWithoutASecret(t *testing.T) {
 	t.Parallel()
 	var stderr bytes.Buffer

@@ -195,7 +195,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		posted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mozi_outbox_posted_total",
-			Help: "Comments mozi posted on Gitea from its outbox, by kind (task_fail, breaker).",
+			Help: "Comments mozi posted on Gitea from its outbox, by kind (task_fail, task_wait, breaker).",
 		}, []string{"kind"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mozi_outbox_retries_total",

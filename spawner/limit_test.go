@@ -70,7 +70,7 @@ func TestLimitFromRecordedOutput(t *testing.T) {
 
 // Of opencode's errors only a provider's 429 is a limit; a reset that
 // is not a positive number is none.
-func TestOpencodeLimitLine(t *testing.T) {
+func TestLimitOpencodeLine(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string

@@ -3,7 +3,9 @@ package spawner
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,12 @@ import (
 //     says "You've hit your usage limit" and, when the backend gave a
 //     reset, "try again at 2:06 AM" (today) or "try again at Nov 26th,
 //     2026 2:06 AM", in the local time zone and to the minute.
+//   - opencode (opencode-json): nothing while it retries a 429 by itself
+//     (five times, waiting the answer's retry-after, however long, else
+//     2 s doubling); then an error line, an APIError with statusCode 429
+//     and the provider's answer: responseHeaders (Anthropic's
+//     anthropic-ratelimit-unified-reset) and responseBody (OpenAI's
+//     usage_limit_reached with resets_at).
 type limitWatch struct {
 	format string
 	now    func() time.Time
@@ -38,7 +46,9 @@ func newLimitWatch(format string, now func() time.Time) *limitWatch {
 }
 
 func (l *limitWatch) Write(p []byte) (int, error) {
-	if l.format != UsageClaudeStreamJSON && l.format != UsageCodexJSON {
+	switch l.format {
+	case UsageClaudeStreamJSON, UsageCodexJSON, UsageOpencodeJSON:
+	default:
 		return len(p), nil
 	}
 	l.mu.Lock()
@@ -81,6 +91,8 @@ func (l *limitWatch) line(b []byte) {
 		l.claude(b)
 	case UsageCodexJSON:
 		l.codex(b)
+	case UsageOpencodeJSON:
+		l.opencode(b)
 	}
 }
 
@@ -159,6 +171,43 @@ func codexReset(s string, now time.Time) (time.Time, bool) {
 		at = at.AddDate(0, 0, 1)
 	}
 	return at, true
+}
+
+// opencode reads opencode's error line. Any 429 is a limit: opencode
+// prints it only once its own retries (a minute or more) all met it, so
+// it is no passing burst.
+func (l *limitWatch) opencode(b []byte) {
+	var v struct {
+		Type  string `json:"type"`
+		Error *struct {
+			Name string `json:"name"`
+			Data struct {
+				StatusCode      int               `json:"statusCode"`
+				ResponseHeaders map[string]string `json:"responseHeaders"`
+				ResponseBody    string            `json:"responseBody"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &v) != nil || v.Type != "error" || v.Error == nil ||
+		v.Error.Name != "APIError" || v.Error.Data.StatusCode != http.StatusTooManyRequests {
+		return
+	}
+	l.hit = true
+	// The AI SDK gives the header names in lower case.
+	if at, err := strconv.ParseInt(v.Error.Data.ResponseHeaders["anthropic-ratelimit-unified-reset"], 10, 64); err == nil && at > 0 {
+		l.reset = time.Unix(at, 0)
+		return
+	}
+	var body struct {
+		Error struct {
+			Type     string `json:"type"`
+			ResetsAt int64  `json:"resets_at"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(v.Error.Data.ResponseBody), &body) == nil &&
+		body.Error.Type == "usage_limit_reached" && body.Error.ResetsAt > 0 {
+		l.reset = time.Unix(body.Error.ResetsAt, 0)
+	}
 }
 
 // limitReason is a paused run's error.

@@ -33,10 +33,21 @@ func TestLimitFromRecordedOutput(t *testing.T) {
 		{"limit/codex-0.169.0-today.jsonl", UsageCodexJSON, true, time.Date(2026, 11, 25, 23, 9, 0, 0, time.Local)},
 		{"limit/codex-0.169.0-another-day.jsonl", UsageCodexJSON, true, time.Date(2026, 11, 26, 2, 7, 0, 0, time.Local)},
 		{"limit/codex-0.169.0-no-reset.jsonl", UsageCodexJSON, true, time.Time{}},
+		// opencode prints the 429 once its own retries are spent, with
+		// Anthropic's reset header or OpenAI's resets_at in the answer.
+		{"limit/opencode-1.18.33-anthropic-no-reset.jsonl", UsageOpencodeJSON, true, time.Time{}},
+		{"limit/opencode-1.18.33-anthropic-reset-passed.jsonl", UsageOpencodeJSON, true, time.Unix(1795662506, 0)},
+		{"limit/opencode-1.18.33-openai.jsonl", UsageOpencodeJSON, true, time.Unix(1795673279, 0)},
+		{"limit/opencode-1.18.33-openai-no-reset.jsonl", UsageOpencodeJSON, true, time.Time{}},
+		// Waiting for a reset hours away it prints nothing.
+		{"limit/opencode-1.18.33-anthropic-waiting.jsonl", UsageOpencodeJSON, false, time.Time{}},
 		{"usage/claude-code-2.1.330.jsonl", UsageClaudeStreamJSON, false, time.Time{}},
 		{"usage/codex-0.169.0.jsonl", UsageCodexJSON, false, time.Time{}},
+		{"usage/opencode-1.18.33.jsonl", UsageOpencodeJSON, false, time.Time{}},
 		// Another format's output is not read.
 		{"limit/codex-0.169.0-today.jsonl", UsageOpencodeJSON, false, time.Time{}},
+		{"limit/opencode-1.18.33-openai.jsonl", UsageCodexJSON, false, time.Time{}},
+		{"limit/opencode-1.18.33-anthropic-reset-passed.jsonl", UsageClaudeStreamJSON, false, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file+" "+tt.format, func(t *testing.T) {
@@ -54,6 +65,33 @@ func TestLimitFromRecordedOutput(t *testing.T) {
 				require.True(t, tt.reset.Equal(reset), "reset: want %s, got %s", tt.reset, reset)
 			}
 		})
+	}
+}
+
+// Of opencode's errors only a provider's 429 is a limit; a reset that
+// is not a positive number is none.
+func TestLimitOpencodeLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		line  string
+		hit   bool
+		reset time.Time
+	}{
+		{"server error", `{"type":"error","error":{"name":"APIError","data":{"message":"Overloaded","statusCode":529}}}`, false, time.Time{}},
+		{"not an API error", `{"type":"error","error":{"name":"UnknownError","data":{"message":"429"}}}`, false, time.Time{}},
+		{"429 of another provider", `{"type":"error","error":{"name":"APIError","data":{"statusCode":429,"responseBody":"Too Many Requests"}}}`, true, time.Time{}},
+		{"bad reset header", `{"type":"error","error":{"name":"APIError","data":{"statusCode":429,"responseHeaders":{"anthropic-ratelimit-unified-reset":"soon"}}}}`, true, time.Time{}},
+		{"OpenAI rate limit, not usage", `{"type":"error","error":{"name":"APIError","data":{"statusCode":429,"responseBody":"{\"error\":{\"type\":\"rate_limit_exceeded\",\"resets_at\":1795673279}}"}}}`, true, time.Time{}},
+		{"a text part", `{"type":"text","part":{"text":"statusCode 429"}}`, false, time.Time{}},
+	}
+	for _, tt := range tests {
+		w := newLimitWatch(UsageOpencodeJSON, func() time.Time { return recordedAt })
+		_, err := w.Write([]byte(tt.line + "\n"))
+		require.NoError(t, err)
+		hit, reset := w.limit()
+		require.Equal(t, tt.hit, hit, tt.name)
+		require.True(t, tt.reset.Equal(reset), "%s: reset %s", tt.name, reset)
 	}
 }
 

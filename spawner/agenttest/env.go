@@ -122,12 +122,16 @@ enabled = false
 		env["OPENCODE_DISABLE_LSP_DOWNLOAD"] = "1"
 		env["OPENCODE_DISABLE_SHARE"] = "1"
 		env["npm_config_offline"] = "true"
+		sdk := "@ai-sdk/anthropic"
+		if f.script.OpencodeOpenAI {
+			sdk = "@ai-sdk/openai" // bundled with opencode, as the Anthropic one is
+		}
 		cfg := map[string]any{
 			"autoupdate": false,
 			"share":      "disabled",
 			"model":      "agenttest/" + FakeModel,
 			"provider": map[string]any{"agenttest": map[string]any{
-				"npm":     "@ai-sdk/anthropic",
+				"npm":     sdk,
 				"name":    "agenttest",
 				"options": map[string]any{"baseURL": f.URL + "/v1", "apiKey": FakeAPIKey},
 				"models": map[string]any{FakeModel: map[string]any{"name": FakeModel,

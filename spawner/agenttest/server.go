@@ -62,6 +62,10 @@ type Script struct {
 	// (FakeOAuthToken) instead of an API key: only then does it read the
 	// usage-limit headers and report the reset.
 	Subscription bool
+	// OpencodeOpenAI points opencode at the server through the AI SDK's
+	// OpenAI provider (the Responses API) instead of its Anthropic one, so
+	// that it meets OpenAI's answers (Limit's usage_limit_reached).
+	OpencodeOpenAI bool
 }
 
 // Turns the server tells apart.
@@ -83,6 +87,8 @@ type Request struct {
 	Turn string
 	// Tool is the tool the server called in a TurnTool answer.
 	Tool string
+	// At is when the request came (a test measures a CLI's own waits).
+	At time.Time
 }
 
 // Server is the fake model endpoint.
@@ -159,7 +165,7 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, "read body: %v", err)
 		return
 	}
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: TurnOther}
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: TurnOther, At: time.Now()}
 	var handler func(http.ResponseWriter, *http.Request, *Request)
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moziplus/mozi/repository"
 	"github.com/moziplus/mozi/repository/task"
 	"github.com/moziplus/mozi/spawner/progress"
 )
@@ -72,8 +73,14 @@ func TestE2EStatusCommentFollowsTheWork(t *testing.T) {
 	cs := statusComments()
 	require.Len(t, cs, 1, "one status comment per issue")
 
-	edits, err := w.store.StatusEdits(t.Context(), w.repo, issue)
-	require.NoError(t, err)
+	// The poster records an edit once Gitea took it: the record of the
+	// last one may come a moment after Gitea shows it.
+	var edits []repository.StatusEdit
+	w.eventually("the last edit recorded", time.Minute, func() (bool, string) {
+		var err error
+		edits, err = w.store.StatusEdits(t.Context(), w.repo, issue)
+		return err == nil && len(edits) > 0 && edits[len(edits)-1].Body == cs[0].Body, fmt.Sprintf("%d edits (%v)", len(edits), err)
+	})
 	var states []string
 	for _, e := range edits {
 		assert.Equal(t, cs[0].ID, e.CommentID, "every edit is of the one comment")

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -128,11 +129,23 @@ func mergeIssue(known task.Issue, exists bool, ev payload.Event, order int) task
 			next.ClosedAt, next.ClosedBy = time.Time{}, ""
 		}
 	case order == 0:
+		// Within one second the payload's action says what changed: an
+		// issue closed in the second it was opened (or last edited) is
+		// closed, not left open until a reconcile.
 		switch ev.Action {
 		case payload.ActionAssigned:
 			next.Assignees = union(known.Assignees, pi.Assignees)
 		case payload.ActionUnassigned:
 			next.Assignees = intersect(known.Assignees, pi.Assignees)
+		case payload.ActionClosed:
+			if pi.State == task.StateClosed {
+				next.State, next.ClosedBy = task.StateClosed, ev.Sender
+				next.ClosedAt = cmp.Or(pi.ClosedAt, pi.UpdatedAt)
+			}
+		case payload.ActionReopened:
+			if pi.State == task.StateOpen {
+				next.State, next.ClosedAt, next.ClosedBy = task.StateOpen, time.Time{}, ""
+			}
 		}
 	}
 	next.ParentIssue = conventions.ParentIssue(next.Title, next.Body)

@@ -60,6 +60,10 @@ func TestE2EStatusCommentFollowsTheWork(t *testing.T) {
 	assert.Equal(t, w.bot.Login, reactions[0].User.Login)
 
 	w.call(w.human, http.MethodPatch, fmt.Sprintf("/repos/%s/issues/%d", w.repo, dep), map[string]any{"state": "closed"}, nil)
+	w.eventually("mozi's copy of the dependency closed", time.Minute, func() (bool, string) {
+		known, err := w.store.Issue(t.Context(), w.repo, dep)
+		return err == nil && known.State == task.StateClosed, fmt.Sprintf("%+v (%v)", known, err)
+	})
 	w.waitTask("the assigned task", 2*time.Minute, task.StatusReview, isAction(task.ActionIssueAssigned, coder))
 	pr := w.pulls()[0]
 	w.call(w.human, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", w.repo, pr.Number), map[string]any{"Do": "merge"}, nil)
